@@ -1,0 +1,30 @@
+// SHA-256 (FIPS 180-4), used for config hashes and the database's winners digest.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace mlatune {
+
+class Sha256 {
+ public:
+  Sha256();
+  void update(const void* data, size_t size);
+  void update(std::string_view s) { update(s.data(), s.size()); }
+  std::array<uint8_t, 32> finish();  // the object must not be used afterwards
+  std::string finish_hex();          // 64 lowercase hex digits
+
+ private:
+  void compress(const uint8_t* block);
+  std::array<uint32_t, 8> state_;
+  std::array<uint8_t, 64> buffer_{};
+  size_t buffered_ = 0;
+  uint64_t total_bytes_ = 0;
+};
+
+std::string sha256_hex(std::string_view data);
+
+}  // namespace mlatune

@@ -1,0 +1,60 @@
+#include "mla_decode/registry.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "common/sha256.h"
+#include "mla_decode/host/host_variants.h"
+
+namespace mlatune {
+
+void Registry::add(std::unique_ptr<Variant> v) {
+  if (!v) throw std::invalid_argument("registry: null variant");
+  insert(v.get());
+  owned_.push_back(std::move(v));
+}
+
+void Registry::add_borrowed(const Variant* v) {
+  if (!v) throw std::invalid_argument("registry: null variant");
+  insert(v);
+}
+
+void Registry::insert(const Variant* v) {
+  if (v->name().empty()) throw std::invalid_argument("registry: variant with an empty name");
+  if (find(v->name())) {
+    throw std::invalid_argument("registry: duplicate variant name '" + std::string(v->name()) +
+                                "'");
+  }
+  order_.push_back(v);
+}
+
+const Variant* Registry::find(std::string_view name) const {
+  auto it = std::find_if(order_.begin(), order_.end(),
+                         [&](const Variant* v) { return v->name() == name; });
+  return it == order_.end() ? nullptr : *it;
+}
+
+Registry builtin_registry() {
+  Registry r;
+  r.add_borrowed(&host_online_softmax_variant());
+  r.add_borrowed(&host_tiled_kv_variant());
+  r.add_borrowed(&host_split_kv_variant());
+  return r;
+}
+
+std::string kernel_build_id(const Registry& r) {
+  std::vector<const Variant*> sorted = r.all();
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Variant* a, const Variant* b) { return a->name() < b->name(); });
+  Sha256 h;
+  for (const Variant* v : sorted) {
+    h.update(v->name());
+    h.update("=");
+    h.update(v->code_identity());
+    h.update("\n");
+  }
+  return h.finish_hex().substr(0, 32);
+}
+
+}  // namespace mlatune

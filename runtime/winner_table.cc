@@ -1,0 +1,660 @@
+#include "runtime/winner_table.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <new>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "db/digest.h"
+#include "db/records.h"
+#include "db/sqlite_util.h"
+#include "mla_decode/problem.h"
+
+namespace mlatune {
+
+namespace {
+
+constexpr std::array<const char*, 3> kDtypeNames = {"bf16", "fp8_e4m3fn", "fp8_e4m3fnuz"};
+constexpr std::array<std::string_view, 5> kTables = {"provenance", "variants", "buckets", "trials",
+                                                     "winners"};
+
+// The discrete key packed so that integer order is (heads, qlen, q_dtype, kv_dtype, page_size,
+// lse) order; every field is range-checked before packing.
+constexpr uint64_t pack_key(int32_t heads, int32_t qlen, int32_t q_dtype, int32_t kv_dtype,
+                            int32_t page_size, int32_t lse) {
+  return uint64_t(uint32_t(heads)) << 40 | uint64_t(uint32_t(qlen)) << 32 |
+         uint64_t(uint32_t(q_dtype)) << 28 | uint64_t(uint32_t(kv_dtype)) << 24 |
+         uint64_t(uint32_t(page_size)) << 4 | uint64_t(uint32_t(lse));
+}
+struct UnpackedKey {
+  int32_t heads, qlen, q_dtype, kv_dtype, page_size, lse;
+};
+constexpr UnpackedKey unpack_key(uint64_t k) {
+  return {int32_t(k >> 40), int32_t((k >> 32) & 0xff), int32_t((k >> 28) & 0xf),
+          int32_t((k >> 24) & 0xf), int32_t((k >> 4) & 0xfffff), int32_t(k & 0xf)};
+}
+static_assert(kMaxHeads < (1 << 20) && kMaxQlen < (1 << 8) && kMaxPageSize < (1 << 20));
+
+// Number of elements of a[0, n) that are <= x (a sorted ascending). Branch-free, so that the
+// lookup's cost does not depend on how predictable the callers' shapes are.
+template <typename T>
+inline size_t count_le(const T* a, size_t n, T x) {
+  if (n == 0) return 0;
+  const T* base = a;
+  while (n > 1) {
+    const size_t half = n / 2;
+    base = (base[half] <= x) ? base + half : base;
+    n -= half;
+  }
+  return static_cast<size_t>(base - a) + (*base <= x);
+}
+
+}  // namespace
+
+// Appends printf-formatted text to a fixed buffer, truncating; never allocates.
+class MessageWriter {
+ public:
+  MessageWriter(char* buf, size_t cap) : buf_(buf), cap_(buf ? cap : 0) {
+    if (cap_ > 0) buf_[0] = '\0';
+  }
+  __attribute__((format(printf, 2, 3))) void add(const char* fmt, ...) {
+    if (len_ + 1 >= cap_) return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = std::vsnprintf(buf_ + len_, cap_ - len_, fmt, ap);
+    va_end(ap);
+    if (n > 0) len_ = std::min(cap_ - 1, len_ + static_cast<size_t>(n));
+  }
+  void add_key(const UnpackedKey& k) {
+    add("heads=%d qlen=%d q=%s kv=%s page=%d lse=%d", k.heads, k.qlen, kDtypeNames[k.q_dtype],
+        kDtypeNames[k.kv_dtype], k.page_size, k.lse);
+  }
+
+ private:
+  char* buf_;
+  size_t cap_;
+  size_t len_ = 0;
+};
+
+namespace {
+
+[[noreturn]] void refuse(mlatune_status status, const std::string& path, const std::string& what) {
+  throw RuntimeError(status, path + ": " + what);
+}
+
+// How a SQLite failure during open is reported: damage is CORRUPT, an unreadable file IO_ERROR.
+mlatune_status status_of_sqlite(int code) {
+  switch (code & 0xff) {
+    case SQLITE_NOMEM:
+      return MLATUNE_STATUS_OUT_OF_MEMORY;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      return MLATUNE_STATUS_IO_ERROR;
+    case SQLITE_IOERR:
+      // SQLite reports a file cut short as a short read: that is damage, not an unreadable disk.
+      return code == SQLITE_IOERR_SHORT_READ ? MLATUNE_STATUS_CORRUPT : MLATUNE_STATUS_IO_ERROR;
+    default:  // SQLITE_NOTADB, SQLITE_CORRUPT, SQLITE_ERROR (a missing column), SQLITE_RANGE, ...
+      return MLATUNE_STATUS_CORRUPT;
+  }
+}
+
+std::string errno_message(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+// Fails with IO_ERROR before SQLite gets involved, so that the message carries errno's reason
+// (SQLite would report a missing file as an empty new database or a generic "unable to open").
+void check_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) refuse(MLATUNE_STATUS_IO_ERROR, path, errno_message(errno));
+  if (S_ISDIR(st.st_mode)) {
+    refuse(MLATUNE_STATUS_IO_ERROR, path, "is a directory, not a database file");
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) refuse(MLATUNE_STATUS_IO_ERROR, path, "cannot be read: " + errno_message(errno));
+  ::close(fd);
+  if (S_ISREG(st.st_mode) && st.st_size == 0) {
+    refuse(MLATUNE_STATUS_CORRUPT, path, "empty file, not an mlatune database");
+  }
+}
+
+void check_integrity(const SqliteDb& db) {
+  Statement st(db, "PRAGMA quick_check");
+  std::string first;
+  int problems = 0;
+  while (st.step()) {
+    std::string row = st.column_text(0);
+    if (row == "ok") continue;
+    if (problems++ == 0) first = std::move(row);
+  }
+  if (problems > 0) {
+    refuse(MLATUNE_STATUS_CORRUPT, db.path(),
+           "damaged database: SQLite quick_check found " + std::to_string(problems) +
+               " problem(s), first: " + first);
+  }
+}
+
+void check_schema(SqliteDb& db) {
+  const int version = db.user_version();
+  std::vector<std::string_view> missing;
+  {
+    Statement st(db, "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1");
+    for (std::string_view t : kTables) {
+      st.reset();
+      st.bind(1, t);
+      if (!st.step()) missing.push_back(t);
+    }
+  }
+  if (version != kSchemaVersion) {
+    if (version == 0 && missing.size() == kTables.size()) {
+      refuse(MLATUNE_STATUS_CORRUPT, db.path(),
+             "not an mlatune database (an SQLite file without any mlatune table)");
+    }
+    refuse(MLATUNE_STATUS_SCHEMA_MISMATCH, db.path(),
+           "schema version " + std::to_string(version) + " is " +
+               (version > kSchemaVersion ? "newer" : "older") + " than this runtime's " +
+               std::to_string(kSchemaVersion) + "; use a runtime and database of the same release");
+  }
+  if (!missing.empty()) {
+    refuse(MLATUNE_STATUS_CORRUPT, db.path(),
+           "not an mlatune database (missing table '" + std::string(missing.front()) + "')");
+  }
+}
+
+struct StoredProvenance {
+  Provenance provenance;
+  std::string winners_digest;
+};
+
+StoredProvenance read_provenance(const SqliteDb& db) {
+  {
+    Statement st(db, "SELECT count(*) FROM provenance");
+    const int64_t rows = st.step() ? st.column_int(0) : 0;
+    if (rows != 1) {
+      refuse(MLATUNE_STATUS_CORRUPT, db.path(),
+             "expected exactly one provenance row, found " + std::to_string(rows));
+    }
+  }
+  Statement st(db,
+               "SELECT tool_version, backend, arch, device_name, compute_units, driver_version, "
+               "runtime_version, kernel_build_id, config_name, config_hash, created_at, "
+               "winners_digest FROM provenance");
+  if (!st.step()) refuse(MLATUNE_STATUS_CORRUPT, db.path(), "the provenance row vanished");
+  StoredProvenance p;
+  p.provenance.tool_version = st.column_text(0);
+  p.provenance.device.backend = st.column_text(1);
+  p.provenance.device.arch = st.column_text(2);
+  p.provenance.device.name = st.column_text(3);
+  p.provenance.device.compute_units = static_cast<int32_t>(st.column_int(4));
+  p.provenance.device.driver_version = st.column_text(5);
+  p.provenance.device.runtime_version = st.column_text(6);
+  p.provenance.kernel_build_id = st.column_text(7);
+  p.provenance.config_name = st.column_text(8);
+  p.provenance.config_hash = st.column_text(9);
+  p.provenance.created_at = st.column_text(10);
+  p.winners_digest = st.column_text(11);
+  return p;
+}
+
+int32_t parse_dtype_code(const std::string& s, const std::string& path, int64_t bucket_id) {
+  for (size_t i = 0; i < kDtypeNames.size(); ++i) {
+    if (s == kDtypeNames[i]) return static_cast<int32_t>(i);
+  }
+  refuse(MLATUNE_STATUS_CORRUPT, path,
+         "bucket " + std::to_string(bucket_id) + " has unknown dtype '" + s + "'");
+}
+
+// Columns of the winners query, in order.
+enum Col {
+  kBucketId, kHeads, kQlen, kQDtype, kKvDtype, kPageSize, kLse, kBatchLo, kBatchHi, kKvLo, kKvHi,
+  kStatus, kWinnerTrial, kTrialId, kTrialBucket, kVariant, kKvSplits, kKvTile, kBlockRows,
+  kWorkers, kDisposition, kTimeMedian, kVariantRow, kCodeIdentity
+};
+constexpr std::string_view kWinnersSql =
+    "SELECT b.id, b.heads, b.qlen, b.q_dtype, b.kv_dtype, b.page_size, b.lse, b.batch_lo, "
+    "b.batch_hi, b.kv_lo, b.kv_hi, b.status, w.trial_id, t.id, t.bucket_id, t.variant, "
+    "t.kv_splits, t.kv_tile, t.block_rows, t.workers, t.disposition, t.time_median_us, v.name, "
+    "v.code_identity "
+    "FROM buckets b LEFT JOIN winners w ON w.bucket_id = b.id "
+    "LEFT JOIN trials t ON t.id = w.trial_id LEFT JOIN variants v ON v.name = t.variant";
+
+bool in_range(int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; }
+
+int32_t clamp_param(int64_t v) {
+  return static_cast<int32_t>(std::clamp<int64_t>(v, std::numeric_limits<int32_t>::min(),
+                                                  std::numeric_limits<int32_t>::max()));
+}
+
+}  // namespace
+
+std::unique_ptr<WinnerTable> WinnerTable::open(const std::string& path,
+                                               const OpenOptions& options) {
+  check_file(path);
+  std::unique_ptr<WinnerTable> table(new WinnerTable());
+  try {
+    // Read-only: the runtime never changes the file, and a shipped database may be read-only.
+    SqliteDb db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
+    check_integrity(db);
+    check_schema(db);
+    const StoredProvenance stored = read_provenance(db);
+    const DeviceInfo& tuned = stored.provenance.device;
+
+    const DeviceInfo expected = options.expected_device ? *options.expected_device
+                                                        : host_device_info();
+    std::string override_note;
+    if (!expected.matches(tuned)) {
+      if (!options.allow_foreign_device) {
+        refuse(MLATUNE_STATUS_FOREIGN_DEVICE, path,
+               "tuned on " + tuned.to_string() + ", but this process runs on " +
+                   expected.to_string() + "; refusing its winners (allow_foreign_device overrides)");
+      }
+      override_note = "; FOREIGN DEVICE ACCEPTED by allow_foreign_device: tuned on " +
+                      tuned.to_string() + ", running on " + expected.to_string();
+    }
+
+    const std::string digest = compute_winners_digest(db);
+    if (digest != stored.winners_digest) {
+      refuse(MLATUNE_STATUS_CORRUPT, path,
+             "integrity digest mismatch: provenance records " + stored.winners_digest +
+                 " but the buckets and winners hash to " + digest +
+                 " (the file was damaged or edited)");
+    }
+
+    {
+      Statement st(db, "SELECT count(*) FROM winners WHERE bucket_id NOT IN (SELECT id FROM buckets)");
+      if (st.step() && st.column_int(0) != 0) {
+        refuse(MLATUNE_STATUS_CORRUPT, path,
+               std::to_string(st.column_int(0)) + " winner(s) name a bucket that does not exist");
+      }
+    }
+
+    Registry builtin;
+    const Registry* registry = options.registry;
+    if (!registry) {
+      builtin = builtin_registry();
+      registry = &builtin;
+    }
+    std::map<const Variant*, ParamSpace> spaces;
+
+    Statement st(db, kWinnersSql);
+    while (st.step()) {
+      const int64_t id = st.column_int(kBucketId);
+      auto bad = [&](const std::string& what) {
+        refuse(MLATUNE_STATUS_CORRUPT, path, "bucket " + std::to_string(id) + ": " + what);
+      };
+      const int64_t heads = st.column_int(kHeads), qlen = st.column_int(kQlen);
+      const int64_t page = st.column_int(kPageSize), lse = st.column_int(kLse);
+      const int64_t batch_lo = st.column_int(kBatchLo), batch_hi = st.column_int(kBatchHi);
+      const int64_t kv_lo = st.column_int(kKvLo), kv_hi = st.column_int(kKvHi);
+      // The schema's CHECKs make these impossible in an intact file; the packed key and the
+      // lookup arithmetic rely on them, so they are checked rather than trusted.
+      if (!in_range(heads, 1, kMaxHeads) || !in_range(qlen, 1, kMaxQlen) ||
+          !in_range(page, 1, kMaxPageSize) || !in_range(lse, 0, 1) ||
+          !in_range(batch_lo, 1, kMaxBatch) || !in_range(batch_hi, batch_lo, kMaxBatch) ||
+          !in_range(kv_lo, 1, kMaxKvLen) || !in_range(kv_hi, kv_lo, kMaxKvLen)) {
+        bad("key or range outside the schema's limits");
+      }
+      const int32_t q_dtype = parse_dtype_code(st.column_text(kQDtype), path, id);
+      const int32_t kv_dtype = parse_dtype_code(st.column_text(kKvDtype), path, id);
+
+      Entry e{};
+      e.key = pack_key(int32_t(heads), int32_t(qlen), q_dtype, kv_dtype, int32_t(page),
+                       int32_t(lse));
+      e.batch_lo = int32_t(batch_lo);
+      e.batch_hi = int32_t(batch_hi);
+      e.kv_lo = int32_t(kv_lo);
+      e.kv_hi = int32_t(kv_hi);
+      e.selection.batch_lo = e.batch_lo;
+      e.selection.batch_hi = e.batch_hi;
+      e.selection.kv_lo = e.kv_lo;
+      e.selection.kv_hi = e.kv_hi;
+
+      BucketKey bucket_key;
+      bucket_key.key = DecodeKey{int32_t(heads), int32_t(qlen), static_cast<DType>(q_dtype),
+                                 static_cast<DType>(kv_dtype), int32_t(page), lse != 0};
+      bucket_key.batch_lo = e.batch_lo;
+      bucket_key.batch_hi = e.batch_hi;
+      bucket_key.kv_lo = e.kv_lo;
+      bucket_key.kv_hi = e.kv_hi;
+
+      const std::string status = st.column_text(kStatus);
+      const bool has_winner = !st.is_null(kWinnerTrial);
+      if (status == "no_valid_candidate") {
+        if (has_winner) bad("marked no_valid_candidate but has a winner");
+        e.kind = Kind::kNoValid;
+        table->entries_.push_back(e);
+        ++table->stats_.no_valid;
+        continue;
+      }
+      if (status != "tuned") bad("unknown status '" + status + "'");
+      if (!has_winner) bad("marked tuned but has no winner");
+      if (st.is_null(kTrialId)) bad("its winner names a trial that does not exist");
+      if (st.column_int(kTrialBucket) != id) bad("its winner is a trial of another bucket");
+      if (st.column_text(kDisposition) != "passed") {
+        bad("its winner is a trial with disposition '" + st.column_text(kDisposition) +
+            "', not 'passed'");
+      }
+      const std::string variant = st.column_text(kVariant);
+      if (st.is_null(kVariantRow)) bad("winner variant '" + variant + "' is not in the variants table");
+      if (variant.empty() || variant.size() >= MLATUNE_VARIANT_NAME_MAX) {
+        bad("winner variant name '" + variant + "' does not fit the runtime's selection");
+      }
+      const LaunchParams params{clamp_param(st.column_int(kKvSplits)),
+                                clamp_param(st.column_int(kKvTile)),
+                                clamp_param(st.column_int(kBlockRows)),
+                                clamp_param(st.column_int(kWorkers))};
+      std::memcpy(e.selection.variant, variant.data(), variant.size());
+      e.selection.kv_splits = params.kv_splits;
+      e.selection.kv_tile = params.kv_tile;
+      e.selection.block_rows = params.block_rows;
+      e.selection.workers = params.workers;
+      e.selection.time_median_us = st.is_null(kTimeMedian)
+                                       ? std::numeric_limits<double>::quiet_NaN()
+                                       : st.column_double(kTimeMedian);
+
+      const std::string stored_identity = st.column_text(kCodeIdentity);
+      const Variant* v = registry->find(variant);
+      std::string stale;
+      if (!v) {
+        stale = "winner '" + variant + "' of bucket " + bucket_key.to_string() +
+                " is stale: the variant is not part of this build (database code identity " +
+                stored_identity + "); re-tune the bucket";
+      } else if (v->code_identity() != stored_identity) {
+        stale = "winner '" + variant + "' of bucket " + bucket_key.to_string() +
+                " is stale: tuned with code identity " + stored_identity +
+                ", this build has " + std::string(v->code_identity()) + "; re-tune the bucket";
+      } else {
+        auto it = spaces.find(v);
+        if (it == spaces.end()) it = spaces.emplace(v, v->param_space()).first;
+        if (!it->second.contains(params)) {
+          bad("winner '" + variant + "' has launch parameters " + params.to_string() +
+              " outside the variant's parameter space");
+        }
+      }
+      if (stale.empty()) {
+        e.kind = Kind::kUsable;
+        ++table->stats_.usable;
+      } else {
+        e.kind = Kind::kStale;
+        e.message = static_cast<uint32_t>(table->messages_.size());
+        table->messages_.push_back(std::move(stale));
+        ++table->stats_.stale;
+      }
+      table->entries_.push_back(e);
+    }
+    table->build_index(path);
+
+    const Provenance& p = stored.provenance;
+    table->info_ = "file " + path + "; tool mlatune " + p.tool_version + "; tuned on " +
+                   tuned.to_string() + "; config " + p.config_name + " (" + p.config_hash +
+                   "); kernel build " + p.kernel_build_id + "; created " + p.created_at + "; " +
+                   std::to_string(table->stats_.usable) + " usable, " +
+                   std::to_string(table->stats_.stale) + " stale, " +
+                   std::to_string(table->stats_.no_valid) + " without a valid kernel" +
+                   override_note;
+  } catch (const DbError& e) {
+    const int code = e.code();
+    if ((code & 0xff) == SQLITE_NOTADB) {
+      refuse(MLATUNE_STATUS_CORRUPT, path, "not an SQLite database (" + std::string(e.what()) + ")");
+    }
+    throw RuntimeError(status_of_sqlite(code),
+                       std::string(e.what()) + " [SQLite error " + std::to_string(code) + "]");
+  }
+  // The SQLite connection is closed here: lookups only ever read the arrays built above.
+  return table;
+}
+
+void WinnerTable::build_index(const std::string& path) {
+  std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.key, a.batch_lo, a.kv_lo) < std::tie(b.key, b.batch_lo, b.kv_lo);
+  });
+  interval_cell_.push_back(0);
+  std::vector<int32_t> breaks;
+  std::vector<std::vector<uint32_t>> covering;
+  for (size_t s = 0; s < entries_.size();) {
+    size_t e = s;
+    while (e < entries_.size() && entries_[e].key == entries_[s].key) ++e;
+    keys_.push_back(entries_[s].key);
+    key_entry_.push_back(static_cast<uint32_t>(s));
+    key_interval_.push_back(static_cast<uint32_t>(interval_lo_.size()));
+
+    // Elementary batch intervals: between consecutive bucket batch boundaries the set of buckets
+    // that apply is constant, so each interval gets one sorted list of kv ranges. For the usual
+    // grid of batch x kv buckets this is exactly one cell per bucket.
+    breaks.clear();
+    for (size_t i = s; i < e; ++i) {
+      breaks.push_back(entries_[i].batch_lo);
+      breaks.push_back(entries_[i].batch_hi + 1);
+    }
+    std::sort(breaks.begin(), breaks.end());
+    breaks.erase(std::unique(breaks.begin(), breaks.end()), breaks.end());
+    covering.assign(breaks.size() - 1, {});
+    for (size_t i = s; i < e; ++i) {
+      const auto first = std::lower_bound(breaks.begin(), breaks.end(), entries_[i].batch_lo);
+      const auto last = std::lower_bound(breaks.begin(), breaks.end(), entries_[i].batch_hi + 1);
+      for (auto b = first; b != last; ++b) {
+        covering[static_cast<size_t>(b - breaks.begin())].push_back(static_cast<uint32_t>(i));
+      }
+    }
+    for (size_t j = 0; j < covering.size(); ++j) {
+      std::vector<uint32_t>& cells = covering[j];
+      if (cells.empty()) continue;  // a gap in batch: lookups there miss
+      std::sort(cells.begin(), cells.end(), [&](uint32_t a, uint32_t b) {
+        return entries_[a].kv_lo < entries_[b].kv_lo;
+      });
+      for (size_t c = 1; c < cells.size(); ++c) {
+        const Entry& prev = entries_[cells[c - 1]];
+        const Entry& cur = entries_[cells[c]];
+        if (cur.kv_lo <= prev.kv_hi) {
+          const UnpackedKey k = unpack_key(cur.key);
+          char key_text[160];
+          MessageWriter w(key_text, sizeof key_text);
+          w.add_key(k);
+          refuse(MLATUNE_STATUS_CORRUPT, path,
+                 "overlapping buckets for " + std::string(key_text) + ": batch " +
+                     std::to_string(prev.batch_lo) + ".." + std::to_string(prev.batch_hi) +
+                     " kv " + std::to_string(prev.kv_lo) + ".." + std::to_string(prev.kv_hi) +
+                     " and batch " + std::to_string(cur.batch_lo) + ".." +
+                     std::to_string(cur.batch_hi) + " kv " + std::to_string(cur.kv_lo) + ".." +
+                     std::to_string(cur.kv_hi));
+        }
+      }
+      interval_lo_.push_back(breaks[j]);
+      interval_hi_.push_back(breaks[j + 1] - 1);
+      for (uint32_t c : cells) {
+        cell_kv_lo_.push_back(entries_[c].kv_lo);
+        cell_kv_hi_.push_back(entries_[c].kv_hi);
+        cell_entry_.push_back(c);
+      }
+      interval_cell_.push_back(static_cast<uint32_t>(cell_entry_.size()));
+    }
+    s = e;
+  }
+  key_entry_.push_back(static_cast<uint32_t>(entries_.size()));
+  key_interval_.push_back(static_cast<uint32_t>(interval_lo_.size()));
+}
+
+namespace {
+
+// The first field of `key` outside its range, or nullptr when the key is valid.
+struct KeyProblem {
+  const char* field = nullptr;
+  int32_t value = 0;
+  const char* range = "";
+};
+inline KeyProblem check_key(const mlatune_decode_key& key) {
+  static_assert(kMaxHeads == 1024 && kMaxQlen == 16 && kMaxPageSize == 4096 &&
+                    kMaxBatch == 65536 && kMaxKvLen == 16777216,
+                "update the ranges named below");
+  KeyProblem p;
+  auto check = [&](const char* field, int32_t v, int64_t lo, int64_t hi, const char* range) {
+    if (!p.field && (v < lo || v > hi)) p = {field, v, range};
+  };
+  check("heads", key.heads, 1, kMaxHeads, "1..1024");
+  check("qlen", key.qlen, 1, kMaxQlen, "1..16");
+  check("q_dtype", key.q_dtype, 0, 2, "0..2, an MLATUNE_DTYPE_* code");
+  check("kv_dtype", key.kv_dtype, 0, 2, "0..2, an MLATUNE_DTYPE_* code");
+  check("page_size", key.page_size, 1, kMaxPageSize, "1..4096");
+  check("lse", key.lse, 0, 1, "0 or 1");
+  check("batch", key.batch, 1, kMaxBatch, "1..65536");
+  check("max_kv_len", key.max_kv_len, std::max(key.qlen, 1), kMaxKvLen, "qlen..16777216");
+  return p;
+}
+
+}  // namespace
+
+mlatune_status WinnerTable::find(const mlatune_decode_key& key, const Entry** entry) const noexcept {
+  if (check_key(key).field) [[unlikely]] return MLATUNE_STATUS_INVALID_ARGUMENT;
+  const uint64_t packed = pack_key(key.heads, key.qlen, key.q_dtype, key.kv_dtype, key.page_size,
+                                   key.lse);
+  size_t k = count_le(keys_.data(), keys_.size(), packed);
+  if (k == 0 || keys_[k - 1] != packed) return MLATUNE_STATUS_UNTUNED;
+  --k;
+  const uint32_t i0 = key_interval_[k];
+  size_t j = count_le(interval_lo_.data() + i0, key_interval_[k + 1] - i0, key.batch);
+  if (j == 0 || key.batch > interval_hi_[i0 + j - 1]) return MLATUNE_STATUS_UNTUNED;
+  j += i0 - 1;
+  const uint32_t c0 = interval_cell_[j];
+  const size_t c = count_le(cell_kv_lo_.data() + c0, interval_cell_[j + 1] - c0, key.max_kv_len);
+  if (c == 0 || key.max_kv_len > cell_kv_hi_[c0 + c - 1]) return MLATUNE_STATUS_UNTUNED;
+  *entry = &entries_[cell_entry_[c0 + c - 1]];
+  switch ((*entry)->kind) {
+    case Kind::kUsable:
+      return MLATUNE_STATUS_OK;
+    case Kind::kStale:
+      return MLATUNE_STATUS_STALE;
+    case Kind::kNoValid:
+      break;
+  }
+  return MLATUNE_STATUS_NO_VALID_KERNEL;
+}
+
+mlatune_status WinnerTable::lookup(const mlatune_decode_key& key,
+                                   mlatune_selection* out) const noexcept {
+  const Entry* e = nullptr;
+  const mlatune_status s = find(key, &e);
+  if (s == MLATUNE_STATUS_OK) [[likely]] {
+    *out = e->selection;
+  } else {
+    std::memset(out, 0, sizeof *out);
+  }
+  return s;
+}
+
+void WinnerTable::explain(const mlatune_decode_key& key, char* error,
+                          size_t error_size) const noexcept {
+  MessageWriter w(error, error_size);
+  const Entry* e = nullptr;
+  switch (find(key, &e)) {
+    case MLATUNE_STATUS_OK:
+      w.add("ok");
+      return;
+    case MLATUNE_STATUS_INVALID_ARGUMENT: {
+      const KeyProblem p = check_key(key);
+      w.add("invalid key: %s=%d (must be %s)", p.field, p.value, p.range);
+      return;
+    }
+    case MLATUNE_STATUS_STALE:
+      w.add("%s", messages_[e->message].c_str());
+      return;
+    case MLATUNE_STATUS_NO_VALID_KERNEL:
+      w.add("no valid kernel: bucket ");
+      w.add_key(unpack_key(e->key));
+      w.add(" batch=%d..%d kv=%d..%d was tuned, but no candidate passed validation", e->batch_lo,
+            e->batch_hi, e->kv_lo, e->kv_hi);
+      return;
+    default:
+      describe_miss(key, w);
+      return;
+  }
+}
+
+void WinnerTable::describe_miss(const mlatune_decode_key& key, MessageWriter& w) const noexcept {
+  const uint64_t packed = pack_key(key.heads, key.qlen, key.q_dtype, key.kv_dtype, key.page_size,
+                                   key.lse);
+  w.add("untuned: no bucket covers ");
+  w.add_key(unpack_key(packed));
+  w.add(" batch=%d max_kv_len=%d", key.batch, key.max_kv_len);
+  if (keys_.empty()) {
+    w.add("; the database has no buckets");
+    return;
+  }
+  constexpr size_t kNearest = 3;
+  const size_t k = count_le(keys_.data(), keys_.size(), packed);
+  if (k > 0 && keys_[k - 1] == packed) {
+    // The discrete key is tuned, the ranges are not: name the buckets closest in relative
+    // distance along batch and kv length.
+    std::array<std::pair<double, uint32_t>, kNearest> best;
+    best.fill({std::numeric_limits<double>::infinity(), 0});
+    auto gap = [](int32_t v, int32_t lo, int32_t hi) {
+      return v < lo ? double(lo - v) / v : v > hi ? double(v - hi) / v : 0.0;
+    };
+    for (uint32_t i = key_entry_[k - 1]; i < key_entry_[k]; ++i) {
+      const Entry& e = entries_[i];
+      const double d = gap(key.batch, e.batch_lo, e.batch_hi) +
+                       gap(key.max_kv_len, e.kv_lo, e.kv_hi);
+      if (d < best.back().first) {
+        best.back() = {d, i};
+        std::sort(best.begin(), best.end());
+      }
+    }
+    w.add("; nearest tuned buckets of this key:");
+    for (const auto& [d, i] : best) {
+      if (std::isinf(d)) break;
+      const Entry& e = entries_[i];
+      w.add(" [batch=%d..%d kv=%d..%d%s]", e.batch_lo, e.batch_hi, e.kv_lo, e.kv_hi,
+            e.kind == Kind::kUsable ? "" : e.kind == Kind::kStale ? " stale" : " no valid kernel");
+    }
+    return;
+  }
+  // The discrete key itself is untuned: name the tuned keys differing in the fewest fields (then
+  // the closest head count, query length and page size), with the ranges each covers.
+  const UnpackedKey want = unpack_key(packed);
+  std::array<std::pair<std::pair<int, int64_t>, uint32_t>, kNearest> best;
+  best.fill({{std::numeric_limits<int>::max(), 0}, 0});
+  for (uint32_t i = 0; i < keys_.size(); ++i) {
+    const UnpackedKey h = unpack_key(keys_[i]);
+    const int differing = (h.heads != want.heads) + (h.qlen != want.qlen) +
+                          (h.q_dtype != want.q_dtype) + (h.kv_dtype != want.kv_dtype) +
+                          (h.page_size != want.page_size) + (h.lse != want.lse);
+    const int64_t spread = std::abs(int64_t{h.heads} - want.heads) +
+                           std::abs(int64_t{h.qlen} - want.qlen) +
+                           std::abs(int64_t{h.page_size} - want.page_size);
+    const std::pair<int, int64_t> score{differing, spread};
+    if (score < best.back().first) {
+      best.back() = {score, i};
+      std::sort(best.begin(), best.end());
+    }
+  }
+  w.add("; nearest tuned keys:");
+  for (const auto& [score, i] : best) {
+    if (score.first == std::numeric_limits<int>::max()) break;
+    int32_t batch_lo = std::numeric_limits<int32_t>::max(), batch_hi = 0;
+    int32_t kv_lo = std::numeric_limits<int32_t>::max(), kv_hi = 0;
+    for (uint32_t e = key_entry_[i]; e < key_entry_[i + 1]; ++e) {
+      batch_lo = std::min(batch_lo, entries_[e].batch_lo);
+      batch_hi = std::max(batch_hi, entries_[e].batch_hi);
+      kv_lo = std::min(kv_lo, entries_[e].kv_lo);
+      kv_hi = std::max(kv_hi, entries_[e].kv_hi);
+    }
+    w.add(" [");
+    w.add_key(unpack_key(keys_[i]));
+    w.add(" batch=%d..%d kv=%d..%d]", batch_lo, batch_hi, kv_lo, kv_hi);
+  }
+}
+
+}  // namespace mlatune

@@ -1,0 +1,110 @@
+// The runtime's core: a dispatch database loaded into an immutable in-memory table.
+//
+// WinnerTable::open reads and checks the whole file once (integrity, schema version, provenance
+// against the running device, winners digest, every winner against the linked kernels), then
+// closes SQLite; lookup() only reads flat sorted arrays, so it needs no lock and no allocation.
+// The C API (c_api.cc) is a thin exception-to-status wrapper around this class.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "mla_decode/device.h"
+#include "mla_decode/registry.h"
+#include "mlatune/mlatune.h"
+
+namespace mlatune {
+
+class MessageWriter;
+
+// A refusal during open: the status the C API returns and a message naming the file and problem.
+class RuntimeError : public std::runtime_error {
+ public:
+  RuntimeError(mlatune_status status, const std::string& what)
+      : std::runtime_error(what), status_(status) {}
+  mlatune_status status() const { return status_; }
+
+ private:
+  mlatune_status status_;
+};
+
+struct OpenOptions {
+  // The device the winners must have been tuned on; empty: host_device_info().
+  std::optional<DeviceInfo> expected_device;
+  // Accept a database tuned on another device; the handle's info string records it.
+  bool allow_foreign_device = false;
+  // The kernels winners are checked against; null: builtin_registry(). Only used during open.
+  const Registry* registry = nullptr;
+};
+
+struct TableStats {
+  int64_t usable = 0;    // buckets whose winner can be returned
+  int64_t stale = 0;     // buckets whose winner's variant code differs from (or is absent in) this build
+  int64_t no_valid = 0;  // buckets where no candidate passed validation
+};
+
+class WinnerTable {
+ public:
+  // Throws RuntimeError (IO_ERROR, CORRUPT, SCHEMA_MISMATCH, FOREIGN_DEVICE, OUT_OF_MEMORY,
+  // INTERNAL) with a message naming `path` and what is wrong.
+  static std::unique_ptr<WinnerTable> open(const std::string& path, const OpenOptions& options);
+
+  // Fills *out (not null) with the winner of the bucket covering `key` and returns OK; otherwise
+  // zero-fills *out and returns INVALID_ARGUMENT, UNTUNED, STALE or NO_VALID_KERNEL. Never
+  // allocates, never locks, writes nothing else; safe from any number of threads.
+  mlatune_status lookup(const mlatune_decode_key& key, mlatune_selection* out) const noexcept;
+
+  // Writes why lookup(key) fails into error[0..error_size) (NUL-terminated, truncated to fit):
+  // the invalid field, the stale variant and both identities, or for a miss the requested shape
+  // and up to three nearest tuned keys. Kept apart from lookup() so that hits never pay for it;
+  // it too never allocates.
+  void explain(const mlatune_decode_key& key, char* error, size_t error_size) const noexcept;
+
+  const TableStats& stats() const { return stats_; }
+  // Provenance summary: file, tool, device, config, kernel build, and any accepted override.
+  const std::string& info() const { return info_; }
+
+  // Internal representation, public only so that the implementation's helpers can name it.
+  enum class Kind : uint8_t { kUsable, kStale, kNoValid };
+  struct Entry {
+    uint64_t key;  // packed discrete key (see pack_key in winner_table.cc)
+    int32_t batch_lo, batch_hi, kv_lo, kv_hi;
+    Kind kind;
+    uint32_t message;         // index into messages_ (stale entries), else unused
+    mlatune_selection selection;  // the winner (usable and stale entries)
+  };
+
+ private:
+  WinnerTable() = default;
+  void build_index(const std::string& path);
+  mlatune_status find(const mlatune_decode_key& key, const Entry** entry) const noexcept;
+  void describe_miss(const mlatune_decode_key& key, MessageWriter& w) const noexcept;
+
+  // Entries sorted by (key, batch_lo, kv_lo); keys_[i] owns entries [key_entry_[i],
+  // key_entry_[i + 1]) and elementary batch intervals [key_interval_[i], key_interval_[i + 1]).
+  std::vector<Entry> entries_;
+  std::vector<uint64_t> keys_;
+  std::vector<uint32_t> key_entry_;
+  std::vector<uint32_t> key_interval_;
+  // Elementary batch intervals of each key: [interval_lo_[j], interval_hi_[j]], in which the same
+  // set of buckets applies; they own cells [interval_cell_[j], interval_cell_[j + 1]).
+  std::vector<int32_t> interval_lo_;
+  std::vector<int32_t> interval_hi_;
+  std::vector<uint32_t> interval_cell_;
+  // Cells: kv ranges [cell_kv_lo_[c], cell_kv_hi_[c]] of the buckets covering an interval,
+  // sorted and disjoint; cell_entry_[c] indexes entries_.
+  std::vector<int32_t> cell_kv_lo_;
+  std::vector<int32_t> cell_kv_hi_;
+  std::vector<uint32_t> cell_entry_;
+
+  std::vector<std::string> messages_;
+  TableStats stats_;
+  std::string info_;
+};
+
+}  // namespace mlatune

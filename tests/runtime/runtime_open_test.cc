@@ -1,0 +1,295 @@
+// Everything mlatune_open must refuse, and how: unreadable files, damage, foreign schema versions
+// and devices, hand-edited winners. Damage must be reported, never crash and never change answers.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/runtime_fixture.h"
+
+namespace mlatune::test_db {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+std::string last_error() { return mlatune_last_error(); }
+
+// Status and selection of every probe call: the observable behaviour of a handle.
+struct Answers {
+  std::vector<mlatune_status> status;
+  std::vector<mlatune_selection> selection;
+  bool operator==(const Answers& o) const {
+    return status == o.status &&
+           std::memcmp(selection.data(), o.selection.data(),
+                       selection.size() * sizeof(mlatune_selection)) == 0;
+  }
+};
+
+Answers probe(const mlatune_db* db) {
+  Answers a;
+  for (const DecodeKey& k : {key_a(), key_b(), key_c()}) {
+    for (int32_t batch : {1, 4, 5, 9, 16, 17, 64, 65}) {
+      for (int32_t kv : {4, 100, 150, 1024, 1025, 8192, 65536}) {
+        const mlatune_decode_key dk = decode_key(k, batch, kv);
+        mlatune_selection s;
+        a.status.push_back(mlatune_lookup(db, &dk, &s));
+        a.selection.push_back(s);
+      }
+    }
+  }
+  return a;
+}
+
+class OpenTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = temp_path();
+    write_test_db(path_, standard_spec());
+  }
+  mlatune_status open(const mlatune_open_options* options = nullptr) {
+    return open_db(path_, &db_, options);
+  }
+  std::string path_;
+  DbHandle db_;
+};
+
+TEST_F(OpenTest, ValidDatabaseOpensAndIsNotModified) {
+  const std::string before = read_file(path_);
+  ASSERT_EQ(open(), MLATUNE_STATUS_OK) << last_error();
+  db_.reset();
+  EXPECT_TRUE(read_file(path_) == before) << "opening must not write to the database";
+}
+
+TEST_F(OpenTest, WalModeDatabaseOpens) {
+  TestDbSpec spec = standard_spec();
+  spec.wal = true;
+  write_test_db(path_, spec);
+  ASSERT_EQ(open(), MLATUNE_STATUS_OK) << last_error();
+  const Answers wal = probe(db_.get());
+  write_test_db(path_, standard_spec());
+  ASSERT_EQ(open(), MLATUNE_STATUS_OK) << last_error();
+  EXPECT_TRUE(probe(db_.get()) == wal);
+}
+
+TEST_F(OpenTest, MissingFileIsAnIoError) {
+  const std::string missing = path_ + ".missing";
+  std::remove(missing.c_str());
+  ASSERT_EQ(open_db(missing, &db_), MLATUNE_STATUS_IO_ERROR);
+  EXPECT_THAT(last_error(), HasSubstr(missing));
+  EXPECT_THAT(last_error(), HasSubstr("No such file"));
+  // SQLite would have created it; the runtime must not.
+  struct stat st;
+  EXPECT_NE(::stat(missing.c_str(), &st), 0);
+}
+
+TEST_F(OpenTest, DirectoryIsAnIoError) {
+  ASSERT_EQ(open_db(MLATUNE_TEST_TMPDIR, &db_), MLATUNE_STATUS_IO_ERROR);
+  EXPECT_THAT(last_error(), HasSubstr("directory"));
+}
+
+TEST_F(OpenTest, EmptyFileIsCorrupt) {
+  write_file(path_, "");
+  ASSERT_EQ(open(), MLATUNE_STATUS_CORRUPT);
+  EXPECT_THAT(last_error(), HasSubstr("empty file"));
+}
+
+TEST_F(OpenTest, TextFileIsCorrupt) {
+  write_file(path_, "heads,qlen,variant\n16,1,host_split_kv_v1\n" + std::string(5000, 'x'));
+  ASSERT_EQ(open(), MLATUNE_STATUS_CORRUPT);
+  EXPECT_THAT(last_error(), HasSubstr("not an SQLite database"));
+  EXPECT_THAT(last_error(), HasSubstr(path_));
+}
+
+TEST_F(OpenTest, OtherSqliteDatabaseIsNotAnMlatuneDatabase) {
+  remove_db_files(path_);
+  {
+    SqliteDb db(path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    db.exec("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)");
+  }
+  ASSERT_EQ(open(), MLATUNE_STATUS_CORRUPT);
+  EXPECT_THAT(last_error(), HasSubstr("not an mlatune database"));
+}
+
+TEST_F(OpenTest, MissingTableIsCorrupt) {
+  edit_db(path_, "DROP TABLE winners", false);
+  ASSERT_EQ(open(), MLATUNE_STATUS_CORRUPT);
+  EXPECT_THAT(last_error(), HasSubstr("missing table 'winners'"));
+}
+
+TEST_F(OpenTest, TruncatedDatabaseIsRefused) {
+  const std::string whole = read_file(path_);
+  ASSERT_GT(whole.size(), 4 * 4096u);
+  for (size_t cut : {size_t{16}, size_t{100}, size_t{1000}, size_t{4096}, size_t{4097},
+                     whole.size() / 2, whole.size() - 4096, whole.size() - 1}) {
+    SCOPED_TRACE("cut at " + std::to_string(cut) + " of " + std::to_string(whole.size()));
+    write_file(path_, whole.substr(0, cut));
+    EXPECT_THAT(open(), AnyOf(MLATUNE_STATUS_CORRUPT, MLATUNE_STATUS_IO_ERROR)) << last_error();
+    EXPECT_THAT(last_error(), HasSubstr(path_));
+  }
+}
+
+// A byte flipped anywhere past the header either is detected, or changes nothing a lookup returns
+// (it hit free space, a losing trial or another field that decides nothing).
+TEST_F(OpenTest, FlippedBytesAreDetectedOrHarmless) {
+  ASSERT_EQ(open(), MLATUNE_STATUS_OK);
+  const Answers good = probe(db_.get());
+  db_.reset();
+  const std::string whole = read_file(path_);
+  std::mt19937 rng(1234);
+  int detected = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::string bad = whole;
+    const size_t at = 100 + rng() % (whole.size() - 100);
+    bad[at] = static_cast<char>(bad[at] ^ (1 + rng() % 255));
+    write_file(path_, bad);
+    const mlatune_status st = open();
+    SCOPED_TRACE("byte " + std::to_string(at) + ": " + last_error());
+    ASSERT_THAT(st, AnyOf(MLATUNE_STATUS_OK, MLATUNE_STATUS_CORRUPT, MLATUNE_STATUS_IO_ERROR));
+    if (st == MLATUNE_STATUS_OK) {
+      ASSERT_TRUE(probe(db_.get()) == good) << "an undetected flip changed an answer";
+    } else {
+      ++detected;
+    }
+  }
+  EXPECT_GT(detected, 0);
+}
+
+TEST_F(OpenTest, GarbagePagesAreDetected) {
+  const std::string whole = read_file(path_);
+  const size_t page = 4096, pages = whole.size() / page;
+  ASSERT_GE(pages, 4u);
+  std::mt19937 rng(99);
+  for (size_t p = 1; p < pages; ++p) {  // every page but the header page
+    std::string bad = whole;
+    for (size_t i = 0; i < page; ++i) bad[p * page + i] = static_cast<char>(rng());
+    write_file(path_, bad);
+    SCOPED_TRACE("page " + std::to_string(p + 1));
+    EXPECT_THAT(open(), AnyOf(MLATUNE_STATUS_CORRUPT, MLATUNE_STATUS_IO_ERROR)) << last_error();
+  }
+}
+
+TEST_F(OpenTest, NewerAndOlderSchemaVersionsAreRefused) {
+  edit_db(path_, "PRAGMA user_version = 7", false);
+  ASSERT_EQ(open(), MLATUNE_STATUS_SCHEMA_MISMATCH);
+  EXPECT_THAT(last_error(), HasSubstr("schema version 7 is newer than this runtime's 1"));
+  edit_db(path_, "PRAGMA user_version = 0", false);
+  ASSERT_EQ(open(), MLATUNE_STATUS_SCHEMA_MISMATCH);
+  EXPECT_THAT(last_error(), HasSubstr("schema version 0 is older than this runtime's 1"));
+}
+
+TEST_F(OpenTest, MissingProvenanceIsCorrupt) {
+  edit_db(path_, "DELETE FROM provenance", false);
+  ASSERT_EQ(open(), MLATUNE_STATUS_CORRUPT);
+  EXPECT_THAT(last_error(), HasSubstr("exactly one provenance row, found 0"));
+}
+
+TEST_F(OpenTest, ForeignDeviceIsRefusedUnlessAllowed) {
+  const std::string edits[] = {
+      "UPDATE provenance SET device_name = 'AMD Instinct MI355X'",
+      "UPDATE provenance SET arch = 'gfx950'",
+      "UPDATE provenance SET compute_units = compute_units + 1",
+      "UPDATE provenance SET backend = 'hip'",
+  };
+  for (const std::string& sql : edits) {
+    SCOPED_TRACE(sql);
+    write_test_db(path_, standard_spec());
+    edit_db(path_, sql, /*recompute_digest=*/true);
+    ASSERT_EQ(open(), MLATUNE_STATUS_FOREIGN_DEVICE);
+    EXPECT_THAT(last_error(), HasSubstr("tuned on backend="));
+    EXPECT_THAT(last_error(), HasSubstr("this process runs on backend=host"));
+    mlatune_open_options allow{nullptr, 1};
+    ASSERT_EQ(open(&allow), MLATUNE_STATUS_OK) << last_error();
+    EXPECT_THAT(std::string(mlatune_db_info(db_.get())), HasSubstr("FOREIGN DEVICE ACCEPTED"));
+    EXPECT_EQ(probe(db_.get()).status[0], MLATUNE_STATUS_OK);
+  }
+}
+
+TEST_F(OpenTest, DriverAndRuntimeVersionsAreInformativeOnly) {
+  edit_db(path_, "UPDATE provenance SET driver_version = '0.0', runtime_version = 'other'", true);
+  EXPECT_EQ(open(), MLATUNE_STATUS_OK) << last_error();
+}
+
+TEST_F(OpenTest, EditedWinnerWithoutDigestIsCorrupt) {
+  edit_db(path_,
+          "UPDATE trials SET kv_splits = 1 WHERE id IN (SELECT trial_id FROM winners) "
+          "AND variant = 'host_split_kv_v1'",
+          false);
+  ASSERT_EQ(open(), MLATUNE_STATUS_CORRUPT);
+  EXPECT_THAT(last_error(), HasSubstr("integrity digest mismatch"));
+}
+
+TEST_F(OpenTest, EveryDecidingFieldIsCoveredByTheDigest) {
+  const std::string edits[] = {
+      "UPDATE trials SET time_median_us = 0.5 WHERE id = (SELECT min(trial_id) FROM winners)",
+      "UPDATE trials SET min_cosine = 0.5 WHERE id = (SELECT min(trial_id) FROM winners)",
+      "UPDATE buckets SET kv_hi = kv_hi + 1 WHERE id = 1",
+      "UPDATE buckets SET status = 'no_valid_candidate' WHERE id = 1",
+      "UPDATE variants SET code_identity = 'x' WHERE name = 'host_split_kv_v1'",
+      "UPDATE provenance SET config_hash = 'beef'",
+      "DELETE FROM winners WHERE bucket_id = 2",
+  };
+  for (const std::string& sql : edits) {
+    SCOPED_TRACE(sql);
+    write_test_db(path_, standard_spec());
+    edit_db(path_, sql, false);
+    ASSERT_EQ(open(), MLATUNE_STATUS_CORRUPT);
+    EXPECT_THAT(last_error(), HasSubstr("integrity digest mismatch"));
+  }
+}
+
+TEST_F(OpenTest, LosingTrialsAndTimestampsAreOutsideTheDigest) {
+  edit_db(path_,
+          "UPDATE trials SET reason = 'edited' WHERE disposition <> 'passed';"
+          "UPDATE buckets SET completed_at = 'later'; UPDATE provenance SET created_at = 'now'",
+          false);
+  ASSERT_EQ(open(), MLATUNE_STATUS_OK) << last_error();
+}
+
+TEST_F(OpenTest, WinnerOutsideTheParamSpaceIsCorruptEvenWithADigest) {
+  const ParamSpace space = builtin_registry().find("host_split_kv_v1")->param_space();
+  LaunchParams p = space.enumerate().back();
+  p.kv_splits = 12345;
+  ASSERT_FALSE(space.contains(p));
+  edit_db(path_,
+          "UPDATE trials SET kv_splits = 12345 WHERE id IN (SELECT trial_id FROM winners) "
+          "AND variant = 'host_split_kv_v1'",
+          true);
+  ASSERT_EQ(open(), MLATUNE_STATUS_CORRUPT);
+  EXPECT_THAT(last_error(), HasSubstr("outside the variant's parameter space"));
+  EXPECT_THAT(last_error(), HasSubstr("splits=12345"));
+}
+
+TEST_F(OpenTest, WinnerThatIsNotAPassedTrialOfItsBucketIsCorrupt) {
+  // A failed trial as winner.
+  edit_db(path_,
+          "UPDATE winners SET trial_id = (SELECT id FROM trials t WHERE t.bucket_id = 1 AND "
+          "t.disposition = 'incorrect') WHERE bucket_id = 1",
+          true);
+  ASSERT_EQ(open(), MLATUNE_STATUS_CORRUPT);
+  EXPECT_THAT(last_error(), HasSubstr("disposition 'incorrect'"));
+
+  // Another bucket's passed trial as winner (the first bucket's winner moves to bucket 2).
+  write_test_db(path_, standard_spec());
+  edit_db(path_,
+          "DELETE FROM winners WHERE bucket_id = 2;"
+          "UPDATE winners SET bucket_id = 2 WHERE bucket_id = 1;"
+          "INSERT INTO winners SELECT 1, id FROM trials WHERE bucket_id = 2 AND "
+          "disposition = 'passed'",
+          true);
+  ASSERT_EQ(open(), MLATUNE_STATUS_CORRUPT);
+  EXPECT_THAT(last_error(), HasSubstr("trial of another bucket"));
+
+  // A tuned bucket without a winner.
+  write_test_db(path_, standard_spec());
+  edit_db(path_, "DELETE FROM winners WHERE bucket_id = 3", true);
+  ASSERT_EQ(open(), MLATUNE_STATUS_CORRUPT);
+  EXPECT_THAT(last_error(), HasSubstr("tuned but has no winner"));
+}
+
+}  // namespace
+}  // namespace mlatune::test_db

@@ -1,0 +1,50 @@
+// mlatune tune --config FILE --db FILE [--resume]
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "db/tuning_db.h"
+#include "tuner/cli/guard.h"
+#include "tuner/tune.h"
+
+namespace mlatune::cli {
+
+void add_tune_command(CLI::App& app, int& exit_code) {
+  struct Options {
+    std::string config, db;
+    bool resume = false;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "tune", "validate and time every candidate for every bucket of a config; record winners");
+  cmd->add_option("--config", opts->config, "YAML shape space (configs/*.yaml)")->required();
+  cmd->add_option("--db", opts->db, "dispatch database to create (or continue with --resume)")
+      ->required();
+  cmd->add_flag("--resume", opts->resume,
+                "continue an interrupted run: skip buckets already recorded");
+  cmd->callback([opts, &exit_code] {
+    exit_code = run_guarded([&] {
+      TuneConfig config = load_config(opts->config);
+      Registry registry = builtin_registry();
+      std::vector<Candidate> candidates = enumerate_candidates(config, registry);
+      auto db = TuningDb::open_for_tuning(
+          opts->db, opts->resume ? TuningDb::Mode::kResume : TuningDb::Mode::kCreate,
+          make_provenance(config, registry), variant_records(candidates));
+      const int64_t buckets = static_cast<int64_t>(config.buckets().size());
+      std::fprintf(stderr, "tuning %s: %lld buckets x %zu candidates on %s\n",
+                   config.name.c_str(), static_cast<long long>(buckets), candidates.size(),
+                   host_device_info().to_string().c_str());
+      Progress progress(stderr, isatty(fileno(stderr)) == 1, buckets);
+      TuneSummary s = tune(config, candidates, *db, progress);
+      db->finalize();
+      std::printf("tuned %lld buckets (%lld with a winner, %lld without a valid candidate, %lld "
+                  "already present) in %.1f s into %s\n",
+                  static_cast<long long>(s.tuned + s.no_valid), static_cast<long long>(s.tuned),
+                  static_cast<long long>(s.no_valid), static_cast<long long>(s.skipped),
+                  s.seconds, opts->db.c_str());
+      return s.no_valid > 0 ? kExitNoValidKernel : kExitOk;
+    });
+  });
+}
+
+}  // namespace mlatune::cli

@@ -1,0 +1,121 @@
+#include "tuner/timing.h"
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <vector>
+
+namespace mlatune {
+namespace {
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  double pos = q * static_cast<double>(v.size() - 1);
+  size_t lo = static_cast<size_t>(pos);
+  size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+// Collects the median and IQR aggregates of the one benchmark it is given; prints nothing.
+class AggregateCollector : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      if (r.error_occurred) error = r.error_message;
+      if (r.run_type != Run::RT_Aggregate) {
+        ++samples;
+        continue;
+      }
+      if (r.aggregate_name == "median") median_us = r.GetAdjustedRealTime();
+      if (r.aggregate_name == "iqr") iqr_us = r.GetAdjustedRealTime();
+    }
+  }
+  double median_us = -1, iqr_us = -1;
+  int32_t samples = 0;
+  std::string error;
+};
+
+void init_benchmark_library() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    static char name[] = "mlatune";
+    static char* argv[] = {name, nullptr};
+    int argc = 1;
+    benchmark::Initialize(&argc, argv);
+  });
+}
+
+}  // namespace
+
+TimingResult time_candidate(const Variant& variant, const LaunchParams& params,
+                            const ValidationCase& input, const TimingSettings& settings) {
+  init_benchmark_library();
+  const DecodeShape& s = input.shape;
+  std::vector<uint16_t> out(static_cast<size_t>(s.out_elems()));
+  std::vector<float> lse(s.return_lse ? static_cast<size_t>(s.rows()) : 0);
+  std::vector<uint8_t> ws(variant.workspace_bytes(s, params));
+  std::vector<uint8_t> flush(settings.cold_cache ? static_cast<size_t>(settings.flush_bytes) : 0);
+  DecodeArgs a = input.args();
+  a.out = out.data();
+  a.lse = s.return_lse ? lse.data() : nullptr;
+  a.workspace = ws.empty() ? nullptr : ws.data();
+  a.workspace_bytes = ws.size();
+
+  for (int32_t i = 0; i < settings.warmup; ++i) variant.run(s, params, a);
+
+  std::string launch_error;
+  uint8_t flush_value = 0;
+  auto body = [&](benchmark::State& state) {
+    for (auto _ : state) {
+      if (!flush.empty()) {
+        std::fill(flush.begin(), flush.end(), ++flush_value);
+        benchmark::ClobberMemory();
+      }
+      auto t0 = std::chrono::steady_clock::now();
+      try {
+        variant.run(s, params, a);
+      } catch (const std::exception& e) {
+        launch_error = e.what();
+        state.SkipWithError("launch failed");
+        break;
+      }
+      benchmark::ClobberMemory();
+      state.SetIterationTime(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  };
+  benchmark::ClearRegisteredBenchmarks();
+  benchmark::RegisterBenchmark("candidate", body)
+      ->Iterations(1)
+      ->Repetitions(settings.samples)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->ComputeStatistics("iqr", [](const std::vector<double>& v) {
+        return quantile(v, 0.75) - quantile(v, 0.25);
+      });
+  AggregateCollector collector;
+  benchmark::RunSpecifiedBenchmarks(&collector);
+  benchmark::ClearRegisteredBenchmarks();
+  if (!launch_error.empty()) throw LaunchError(launch_error);
+  if (!collector.error.empty() || collector.median_us < 0) {
+    throw LaunchError("timing failed: " +
+                      (collector.error.empty() ? std::string("no median") : collector.error));
+  }
+  TimingResult r;
+  r.median_us = collector.median_us;
+  r.iqr_us = std::max(0.0, collector.iqr_us);
+  r.samples = collector.samples;
+  r.method = "host steady_clock around run(), Google Benchmark manual time, " +
+             std::to_string(settings.warmup) + " warm-up, " + std::to_string(r.samples) +
+             " samples, median + IQR, " +
+             (settings.cold_cache ? std::to_string(settings.flush_bytes >> 20) +
+                                        " MiB cache flush before each sample"
+                                  : std::string("warm cache")) +
+             ", input " + input.label;
+  return r;
+}
+
+}  // namespace mlatune

@@ -1,0 +1,27 @@
+// Timing of validated candidates (design.md §5), on Google Benchmark's machinery: manual time per
+// sample, repetitions, median and interquartile-range aggregates.
+#pragma once
+
+#include <string>
+
+#include "mla_decode/variant.h"
+#include "tuner/config.h"
+#include "tuner/validation_case.h"
+
+namespace mlatune {
+
+struct TimingResult {
+  double median_us = 0;
+  double iqr_us = 0;  // interquartile range of the samples
+  int32_t samples = 0;
+  std::string method;  // how it was measured, stored with the trial
+};
+
+// Times `variant` with `params` on `input`: settings.warmup untimed runs, then settings.samples
+// samples of one run each, measured with a monotonic clock around the run only; with cold_cache,
+// settings.flush_bytes of memory are written before every sample to evict the caches. Throws
+// LaunchError if a run fails.
+TimingResult time_candidate(const Variant& variant, const LaunchParams& params,
+                            const ValidationCase& input, const TimingSettings& settings);
+
+}  // namespace mlatune

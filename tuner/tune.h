@@ -1,0 +1,49 @@
+// The tuning driver: for every bucket of a config, validate every candidate, time those that
+// pass, pick the winner and record the bucket in the database in one transaction.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "db/tuning_db.h"
+#include "mla_decode/registry.h"
+#include "tuner/config.h"
+#include "tuner/progress.h"
+
+namespace mlatune {
+
+struct Candidate {
+  const Variant* variant = nullptr;
+  LaunchParams params;
+};
+
+// The candidates of a config: variants of its backend (restricted to config.variants if given)
+// times their launch parameters (config.params overriding the declared values). Throws
+// ConfigError naming the config when it names an unknown variant or a value outside a variant's
+// declared ParamSpace.
+std::vector<Candidate> enumerate_candidates(const TuneConfig& config, const Registry& registry);
+
+// The index of the winner among passed, timed trials: the fastest median, where medians within
+// tie_fraction of the fastest tie and the simplest candidate (Variant::complexity, then name)
+// wins. nullopt if none passed.
+std::optional<size_t> pick_winner(const std::vector<TrialRecord>& trials,
+                                  const std::vector<Candidate>& candidates, double tie_fraction);
+
+struct TuneSummary {
+  int64_t buckets = 0;   // in the config
+  int64_t skipped = 0;   // already in the database (resume)
+  int64_t tuned = 0;     // recorded with a winner
+  int64_t no_valid = 0;  // recorded without one: no candidate passed
+  double seconds = 0;
+};
+
+// Provenance for a run of `config` with `registry` on this host.
+Provenance make_provenance(const TuneConfig& config, const Registry& registry);
+std::vector<VariantRecord> variant_records(const std::vector<Candidate>& candidates);
+
+// Tunes every bucket of `config` not yet in `db`.
+TuneSummary tune(const TuneConfig& config, const std::vector<Candidate>& candidates,
+                 TuningDb& db, Progress& progress);
+
+}  // namespace mlatune
