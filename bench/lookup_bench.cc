@@ -19,9 +19,9 @@ namespace {
 
 constexpr int kBatchBuckets = 35;
 constexpr int kKvBuckets = 36;
-constexpr int32_t kBatchWidth = 16;    // batch buckets 1..16, 17..32, ..., 545..560
-constexpr int32_t kKvWidth = 4096;     // kv buckets 1..4096, ..., up to 147 456
-constexpr int kProbeKeys = 1 << 14;    // cycled through, so that branches cannot be learnt
+constexpr int32_t kBatchWidth = 16;  // batch buckets 1..16, 17..32, ..., 545..560
+constexpr int32_t kKvWidth = 4096;   // kv buckets 1..4096, ..., up to 147 456
+constexpr int kProbeKeys = 1 << 14;  // cycled through, so that branches cannot be learnt
 
 std::string g_path;
 
@@ -58,8 +58,14 @@ void write_bench_db(const std::string& path) {
 }
 
 mlatune_decode_key to_c(const DecodeKey& k, int32_t batch, int32_t kv) {
-  return {k.heads, k.qlen, static_cast<int32_t>(k.q_dtype), static_cast<int32_t>(k.kv_dtype),
-          k.page_size, k.lse ? 1 : 0, batch, kv};
+  return {k.heads,
+          k.qlen,
+          static_cast<int32_t>(k.q_dtype),
+          static_cast<int32_t>(k.kv_dtype),
+          k.page_size,
+          k.lse ? 1 : 0,
+          batch,
+          kv};
 }
 
 std::vector<mlatune_decode_key> probe_keys(bool hits) {

@@ -94,8 +94,9 @@ MLATUNE_API mlatune_status mlatune_lookup(const mlatune_db* db, const mlatune_de
                                           mlatune_selection* out) {
   if (!db || !key || !out) [[unlikely]] {
     if (out) std::memset(out, 0, sizeof *out);
-    return invalid(!db ? "mlatune_lookup: db is NULL" : !key ? "mlatune_lookup: key is NULL"
-                                                             : "mlatune_lookup: out is NULL");
+    return invalid(!db    ? "mlatune_lookup: db is NULL"
+                   : !key ? "mlatune_lookup: key is NULL"
+                          : "mlatune_lookup: out is NULL");
   }
   // The message is written only on failure, so that a hit touches no thread-local storage
   // (whose address costs a __tls_get_addr call in a shared library).

@@ -43,7 +43,7 @@ struct UnpackedKey {
   int32_t heads, qlen, q_dtype, kv_dtype, page_size, lse;
 };
 constexpr UnpackedKey unpack_key(uint64_t k) {
-  return {int32_t(k >> 40), int32_t((k >> 32) & 0xff), int32_t((k >> 28) & 0xf),
+  return {int32_t(k >> 40),         int32_t((k >> 32) & 0xff),   int32_t((k >> 28) & 0xf),
           int32_t((k >> 24) & 0xf), int32_t((k >> 4) & 0xfffff), int32_t(k & 0xf)};
 }
 static_assert(kMaxHeads < (1 << 20) && kMaxQlen < (1 << 8) && kMaxPageSize < (1 << 20));
@@ -65,7 +65,7 @@ inline size_t count_le(const T* a, size_t n, T x) {
 }  // namespace
 
 // Appends printf-formatted text to a fixed buffer, truncating; never allocates.
-class MessageWriter {
+class WinnerTable::MessageWriter {
  public:
   MessageWriter(char* buf, size_t cap) : buf_(buf), cap_(buf ? cap : 0) {
     if (cap_ > 0) buf_[0] = '\0';
@@ -103,6 +103,7 @@ mlatune_status status_of_sqlite(int code) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
     case SQLITE_CANTOPEN:
+    case SQLITE_READONLY:  // e.g. a WAL database with a -wal file but no -shm, read-only directory
     case SQLITE_PERM:
     case SQLITE_AUTH:
       return MLATUNE_STATUS_IO_ERROR;
@@ -114,7 +115,9 @@ mlatune_status status_of_sqlite(int code) {
   }
 }
 
-std::string errno_message(int err) { return std::error_code(err, std::generic_category()).message(); }
+std::string errno_message(int err) {
+  return std::error_code(err, std::generic_category()).message();
+}
 
 // Fails with IO_ERROR before SQLite gets involved, so that the message carries errno's reason
 // (SQLite would report a missing file as an empty new database or a generic "unable to open").
@@ -124,15 +127,55 @@ void check_file(const std::string& path) {
   if (S_ISDIR(st.st_mode)) {
     refuse(MLATUNE_STATUS_IO_ERROR, path, "is a directory, not a database file");
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (!S_ISREG(st.st_mode)) {
+    refuse(MLATUNE_STATUS_IO_ERROR, path, "is not a regular file (a pipe, socket or device)");
+  }
+  // O_NONBLOCK: should the file be swapped for a FIFO meanwhile, fail rather than hang.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) refuse(MLATUNE_STATUS_IO_ERROR, path, "cannot be read: " + errno_message(errno));
   ::close(fd);
-  if (S_ISREG(st.st_mode) && st.st_size == 0) {
+  if (st.st_size == 0) {
     refuse(MLATUNE_STATUS_CORRUPT, path, "empty file, not an mlatune database");
   }
 }
 
-void check_integrity(const SqliteDb& db) {
+// SQLite URI for `path` with the immutable flag: no locks, no -shm or -wal files.
+std::string immutable_uri(const std::string& path) {
+  std::string uri = path.starts_with('/') ? "file://" : "file:";
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02x", static_cast<unsigned char>(c));
+      uri += hex;
+    } else {
+      uri += c;
+    }
+  }
+  return uri + "?immutable=1";
+}
+
+// A read-only connection whose schema has been read. A database in WAL mode (as the tuner writes
+// it) needs its -shm file even to be read, so in a read-only directory a plain read-only open
+// fails; when no -wal file exists, every committed page is in the main file and it is read as
+// immutable instead.
+std::unique_ptr<SqliteDb> open_read_only(const std::string& path) {
+  constexpr int kFlags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX;
+  try {
+    auto db = std::make_unique<SqliteDb>(path, kFlags);
+    Statement(*db, "SELECT count(*) FROM sqlite_schema").step();
+    return db;
+  } catch (const DbError& e) {
+    const int primary = e.code() & 0xff;
+    struct stat wal;
+    const bool has_wal = ::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0;
+    if ((primary != SQLITE_READONLY && primary != SQLITE_CANTOPEN) || has_wal) throw;
+  }
+  auto db = std::make_unique<SqliteDb>(immutable_uri(path), kFlags | SQLITE_OPEN_URI);
+  Statement(*db, "SELECT count(*) FROM sqlite_schema").step();
+  return db;
+}
+
+void check_integrity(const SqliteDb& db, const std::string& path) {
   Statement st(db, "PRAGMA quick_check");
   std::string first;
   int problems = 0;
@@ -142,13 +185,13 @@ void check_integrity(const SqliteDb& db) {
     if (problems++ == 0) first = std::move(row);
   }
   if (problems > 0) {
-    refuse(MLATUNE_STATUS_CORRUPT, db.path(),
+    refuse(MLATUNE_STATUS_CORRUPT, path,
            "damaged database: SQLite quick_check found " + std::to_string(problems) +
                " problem(s), first: " + first);
   }
 }
 
-void check_schema(SqliteDb& db) {
+void check_schema(SqliteDb& db, const std::string& path) {
   const int version = db.user_version();
   std::vector<std::string_view> missing;
   {
@@ -161,16 +204,16 @@ void check_schema(SqliteDb& db) {
   }
   if (version != kSchemaVersion) {
     if (version == 0 && missing.size() == kTables.size()) {
-      refuse(MLATUNE_STATUS_CORRUPT, db.path(),
+      refuse(MLATUNE_STATUS_CORRUPT, path,
              "not an mlatune database (an SQLite file without any mlatune table)");
     }
-    refuse(MLATUNE_STATUS_SCHEMA_MISMATCH, db.path(),
+    refuse(MLATUNE_STATUS_SCHEMA_MISMATCH, path,
            "schema version " + std::to_string(version) + " is " +
                (version > kSchemaVersion ? "newer" : "older") + " than this runtime's " +
                std::to_string(kSchemaVersion) + "; use a runtime and database of the same release");
   }
   if (!missing.empty()) {
-    refuse(MLATUNE_STATUS_CORRUPT, db.path(),
+    refuse(MLATUNE_STATUS_CORRUPT, path,
            "not an mlatune database (missing table '" + std::string(missing.front()) + "')");
   }
 }
@@ -180,12 +223,12 @@ struct StoredProvenance {
   std::string winners_digest;
 };
 
-StoredProvenance read_provenance(const SqliteDb& db) {
+StoredProvenance read_provenance(const SqliteDb& db, const std::string& path) {
   {
     Statement st(db, "SELECT count(*) FROM provenance");
     const int64_t rows = st.step() ? st.column_int(0) : 0;
     if (rows != 1) {
-      refuse(MLATUNE_STATUS_CORRUPT, db.path(),
+      refuse(MLATUNE_STATUS_CORRUPT, path,
              "expected exactly one provenance row, found " + std::to_string(rows));
     }
   }
@@ -193,7 +236,7 @@ StoredProvenance read_provenance(const SqliteDb& db) {
                "SELECT tool_version, backend, arch, device_name, compute_units, driver_version, "
                "runtime_version, kernel_build_id, config_name, config_hash, created_at, "
                "winners_digest FROM provenance");
-  if (!st.step()) refuse(MLATUNE_STATUS_CORRUPT, db.path(), "the provenance row vanished");
+  if (!st.step()) refuse(MLATUNE_STATUS_CORRUPT, path, "the provenance row vanished");
   StoredProvenance p;
   p.provenance.tool_version = st.column_text(0);
   p.provenance.device.backend = st.column_text(1);
@@ -220,9 +263,30 @@ int32_t parse_dtype_code(const std::string& s, const std::string& path, int64_t 
 
 // Columns of the winners query, in order.
 enum Col {
-  kBucketId, kHeads, kQlen, kQDtype, kKvDtype, kPageSize, kLse, kBatchLo, kBatchHi, kKvLo, kKvHi,
-  kStatus, kWinnerTrial, kTrialId, kTrialBucket, kVariant, kKvSplits, kKvTile, kBlockRows,
-  kWorkers, kDisposition, kTimeMedian, kVariantRow, kCodeIdentity
+  kBucketId,
+  kHeads,
+  kQlen,
+  kQDtype,
+  kKvDtype,
+  kPageSize,
+  kLse,
+  kBatchLo,
+  kBatchHi,
+  kKvLo,
+  kKvHi,
+  kStatus,
+  kWinnerTrial,
+  kTrialId,
+  kTrialBucket,
+  kVariant,
+  kKvSplits,
+  kKvTile,
+  kBlockRows,
+  kWorkers,
+  kDisposition,
+  kTimeMedian,
+  kVariantRow,
+  kCodeIdentity
 };
 constexpr std::string_view kWinnersSql =
     "SELECT b.id, b.heads, b.qlen, b.q_dtype, b.kv_dtype, b.page_size, b.lse, b.batch_lo, "
@@ -247,20 +311,22 @@ std::unique_ptr<WinnerTable> WinnerTable::open(const std::string& path,
   std::unique_ptr<WinnerTable> table(new WinnerTable());
   try {
     // Read-only: the runtime never changes the file, and a shipped database may be read-only.
-    SqliteDb db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
-    check_integrity(db);
-    check_schema(db);
-    const StoredProvenance stored = read_provenance(db);
+    const std::unique_ptr<SqliteDb> connection = open_read_only(path);
+    SqliteDb& db = *connection;
+    check_integrity(db, path);
+    check_schema(db, path);
+    const StoredProvenance stored = read_provenance(db, path);
     const DeviceInfo& tuned = stored.provenance.device;
 
-    const DeviceInfo expected = options.expected_device ? *options.expected_device
-                                                        : host_device_info();
+    const DeviceInfo expected =
+        options.expected_device ? *options.expected_device : host_device_info();
     std::string override_note;
     if (!expected.matches(tuned)) {
       if (!options.allow_foreign_device) {
         refuse(MLATUNE_STATUS_FOREIGN_DEVICE, path,
                "tuned on " + tuned.to_string() + ", but this process runs on " +
-                   expected.to_string() + "; refusing its winners (allow_foreign_device overrides)");
+                   expected.to_string() +
+                   "; refusing its winners (allow_foreign_device overrides)");
       }
       override_note = "; FOREIGN DEVICE ACCEPTED by allow_foreign_device: tuned on " +
                       tuned.to_string() + ", running on " + expected.to_string();
@@ -274,128 +340,7 @@ std::unique_ptr<WinnerTable> WinnerTable::open(const std::string& path,
                  " (the file was damaged or edited)");
     }
 
-    {
-      Statement st(db, "SELECT count(*) FROM winners WHERE bucket_id NOT IN (SELECT id FROM buckets)");
-      if (st.step() && st.column_int(0) != 0) {
-        refuse(MLATUNE_STATUS_CORRUPT, path,
-               std::to_string(st.column_int(0)) + " winner(s) name a bucket that does not exist");
-      }
-    }
-
-    Registry builtin;
-    const Registry* registry = options.registry;
-    if (!registry) {
-      builtin = builtin_registry();
-      registry = &builtin;
-    }
-    std::map<const Variant*, ParamSpace> spaces;
-
-    Statement st(db, kWinnersSql);
-    while (st.step()) {
-      const int64_t id = st.column_int(kBucketId);
-      auto bad = [&](const std::string& what) {
-        refuse(MLATUNE_STATUS_CORRUPT, path, "bucket " + std::to_string(id) + ": " + what);
-      };
-      const int64_t heads = st.column_int(kHeads), qlen = st.column_int(kQlen);
-      const int64_t page = st.column_int(kPageSize), lse = st.column_int(kLse);
-      const int64_t batch_lo = st.column_int(kBatchLo), batch_hi = st.column_int(kBatchHi);
-      const int64_t kv_lo = st.column_int(kKvLo), kv_hi = st.column_int(kKvHi);
-      // The schema's CHECKs make these impossible in an intact file; the packed key and the
-      // lookup arithmetic rely on them, so they are checked rather than trusted.
-      if (!in_range(heads, 1, kMaxHeads) || !in_range(qlen, 1, kMaxQlen) ||
-          !in_range(page, 1, kMaxPageSize) || !in_range(lse, 0, 1) ||
-          !in_range(batch_lo, 1, kMaxBatch) || !in_range(batch_hi, batch_lo, kMaxBatch) ||
-          !in_range(kv_lo, 1, kMaxKvLen) || !in_range(kv_hi, kv_lo, kMaxKvLen)) {
-        bad("key or range outside the schema's limits");
-      }
-      const int32_t q_dtype = parse_dtype_code(st.column_text(kQDtype), path, id);
-      const int32_t kv_dtype = parse_dtype_code(st.column_text(kKvDtype), path, id);
-
-      Entry e{};
-      e.key = pack_key(int32_t(heads), int32_t(qlen), q_dtype, kv_dtype, int32_t(page),
-                       int32_t(lse));
-      e.batch_lo = int32_t(batch_lo);
-      e.batch_hi = int32_t(batch_hi);
-      e.kv_lo = int32_t(kv_lo);
-      e.kv_hi = int32_t(kv_hi);
-      e.selection.batch_lo = e.batch_lo;
-      e.selection.batch_hi = e.batch_hi;
-      e.selection.kv_lo = e.kv_lo;
-      e.selection.kv_hi = e.kv_hi;
-
-      BucketKey bucket_key;
-      bucket_key.key = DecodeKey{int32_t(heads), int32_t(qlen), static_cast<DType>(q_dtype),
-                                 static_cast<DType>(kv_dtype), int32_t(page), lse != 0};
-      bucket_key.batch_lo = e.batch_lo;
-      bucket_key.batch_hi = e.batch_hi;
-      bucket_key.kv_lo = e.kv_lo;
-      bucket_key.kv_hi = e.kv_hi;
-
-      const std::string status = st.column_text(kStatus);
-      const bool has_winner = !st.is_null(kWinnerTrial);
-      if (status == "no_valid_candidate") {
-        if (has_winner) bad("marked no_valid_candidate but has a winner");
-        e.kind = Kind::kNoValid;
-        table->entries_.push_back(e);
-        ++table->stats_.no_valid;
-        continue;
-      }
-      if (status != "tuned") bad("unknown status '" + status + "'");
-      if (!has_winner) bad("marked tuned but has no winner");
-      if (st.is_null(kTrialId)) bad("its winner names a trial that does not exist");
-      if (st.column_int(kTrialBucket) != id) bad("its winner is a trial of another bucket");
-      if (st.column_text(kDisposition) != "passed") {
-        bad("its winner is a trial with disposition '" + st.column_text(kDisposition) +
-            "', not 'passed'");
-      }
-      const std::string variant = st.column_text(kVariant);
-      if (st.is_null(kVariantRow)) bad("winner variant '" + variant + "' is not in the variants table");
-      if (variant.empty() || variant.size() >= MLATUNE_VARIANT_NAME_MAX) {
-        bad("winner variant name '" + variant + "' does not fit the runtime's selection");
-      }
-      const LaunchParams params{clamp_param(st.column_int(kKvSplits)),
-                                clamp_param(st.column_int(kKvTile)),
-                                clamp_param(st.column_int(kBlockRows)),
-                                clamp_param(st.column_int(kWorkers))};
-      std::memcpy(e.selection.variant, variant.data(), variant.size());
-      e.selection.kv_splits = params.kv_splits;
-      e.selection.kv_tile = params.kv_tile;
-      e.selection.block_rows = params.block_rows;
-      e.selection.workers = params.workers;
-      e.selection.time_median_us = st.is_null(kTimeMedian)
-                                       ? std::numeric_limits<double>::quiet_NaN()
-                                       : st.column_double(kTimeMedian);
-
-      const std::string stored_identity = st.column_text(kCodeIdentity);
-      const Variant* v = registry->find(variant);
-      std::string stale;
-      if (!v) {
-        stale = "winner '" + variant + "' of bucket " + bucket_key.to_string() +
-                " is stale: the variant is not part of this build (database code identity " +
-                stored_identity + "); re-tune the bucket";
-      } else if (v->code_identity() != stored_identity) {
-        stale = "winner '" + variant + "' of bucket " + bucket_key.to_string() +
-                " is stale: tuned with code identity " + stored_identity +
-                ", this build has " + std::string(v->code_identity()) + "; re-tune the bucket";
-      } else {
-        auto it = spaces.find(v);
-        if (it == spaces.end()) it = spaces.emplace(v, v->param_space()).first;
-        if (!it->second.contains(params)) {
-          bad("winner '" + variant + "' has launch parameters " + params.to_string() +
-              " outside the variant's parameter space");
-        }
-      }
-      if (stale.empty()) {
-        e.kind = Kind::kUsable;
-        ++table->stats_.usable;
-      } else {
-        e.kind = Kind::kStale;
-        e.message = static_cast<uint32_t>(table->messages_.size());
-        table->messages_.push_back(std::move(stale));
-        ++table->stats_.stale;
-      }
-      table->entries_.push_back(e);
-    }
+    table->load_winners(db, path, options.registry);
     table->build_index(path);
 
     const Provenance& p = stored.provenance;
@@ -409,13 +354,141 @@ std::unique_ptr<WinnerTable> WinnerTable::open(const std::string& path,
   } catch (const DbError& e) {
     const int code = e.code();
     if ((code & 0xff) == SQLITE_NOTADB) {
-      refuse(MLATUNE_STATUS_CORRUPT, path, "not an SQLite database (" + std::string(e.what()) + ")");
+      refuse(MLATUNE_STATUS_CORRUPT, path,
+             "not an SQLite database (" + std::string(e.what()) + ")");
     }
     throw RuntimeError(status_of_sqlite(code),
                        std::string(e.what()) + " [SQLite error " + std::to_string(code) + "]");
   }
   // The SQLite connection is closed here: lookups only ever read the arrays built above.
   return table;
+}
+
+// Reads every bucket and its winner into entries_, checking each winner against the registry.
+void WinnerTable::load_winners(const SqliteDb& db, const std::string& path,
+                               const Registry* registry) {
+  {
+    Statement st(db,
+                 "SELECT count(*) FROM winners WHERE bucket_id NOT IN (SELECT id FROM buckets)");
+    if (st.step() && st.column_int(0) != 0) {
+      refuse(MLATUNE_STATUS_CORRUPT, path,
+             std::to_string(st.column_int(0)) + " winner(s) name a bucket that does not exist");
+    }
+  }
+
+  Registry builtin;
+  if (!registry) {
+    builtin = builtin_registry();
+    registry = &builtin;
+  }
+  std::map<const Variant*, ParamSpace> spaces;
+
+  Statement st(db, kWinnersSql);
+  while (st.step()) {
+    const int64_t id = st.column_int(kBucketId);
+    auto bad = [&](const std::string& what) {
+      refuse(MLATUNE_STATUS_CORRUPT, path, "bucket " + std::to_string(id) + ": " + what);
+    };
+    const int64_t heads = st.column_int(kHeads), qlen = st.column_int(kQlen);
+    const int64_t page = st.column_int(kPageSize), lse = st.column_int(kLse);
+    const int64_t batch_lo = st.column_int(kBatchLo), batch_hi = st.column_int(kBatchHi);
+    const int64_t kv_lo = st.column_int(kKvLo), kv_hi = st.column_int(kKvHi);
+    // The schema's CHECKs make these impossible in an intact file; the packed key and the
+    // lookup arithmetic rely on them, so they are checked rather than trusted.
+    if (!in_range(heads, 1, kMaxHeads) || !in_range(qlen, 1, kMaxQlen) ||
+        !in_range(page, 1, kMaxPageSize) || !in_range(lse, 0, 1) ||
+        !in_range(batch_lo, 1, kMaxBatch) || !in_range(batch_hi, batch_lo, kMaxBatch) ||
+        !in_range(kv_lo, 1, kMaxKvLen) || !in_range(kv_hi, kv_lo, kMaxKvLen)) {
+      bad("key or range outside the schema's limits");
+    }
+    const int32_t q_dtype = parse_dtype_code(st.column_text(kQDtype), path, id);
+    const int32_t kv_dtype = parse_dtype_code(st.column_text(kKvDtype), path, id);
+
+    Entry e{};
+    e.key = pack_key(int32_t(heads), int32_t(qlen), q_dtype, kv_dtype, int32_t(page), int32_t(lse));
+    e.batch_lo = int32_t(batch_lo);
+    e.batch_hi = int32_t(batch_hi);
+    e.kv_lo = int32_t(kv_lo);
+    e.kv_hi = int32_t(kv_hi);
+    e.selection.batch_lo = e.batch_lo;
+    e.selection.batch_hi = e.batch_hi;
+    e.selection.kv_lo = e.kv_lo;
+    e.selection.kv_hi = e.kv_hi;
+
+    BucketKey bucket_key;
+    bucket_key.key = DecodeKey{
+        int32_t(heads), int32_t(qlen), static_cast<DType>(q_dtype), static_cast<DType>(kv_dtype),
+        int32_t(page),  lse != 0};
+    bucket_key.batch_lo = e.batch_lo;
+    bucket_key.batch_hi = e.batch_hi;
+    bucket_key.kv_lo = e.kv_lo;
+    bucket_key.kv_hi = e.kv_hi;
+
+    const std::string status = st.column_text(kStatus);
+    const bool has_winner = !st.is_null(kWinnerTrial);
+    if (status == "no_valid_candidate") {
+      if (has_winner) bad("marked no_valid_candidate but has a winner");
+      e.kind = Kind::kNoValid;
+      entries_.push_back(e);
+      ++stats_.no_valid;
+      continue;
+    }
+    if (status != "tuned") bad("unknown status '" + status + "'");
+    if (!has_winner) bad("marked tuned but has no winner");
+    if (st.is_null(kTrialId)) bad("its winner names a trial that does not exist");
+    if (st.column_int(kTrialBucket) != id) bad("its winner is a trial of another bucket");
+    if (st.column_text(kDisposition) != "passed") {
+      bad("its winner is a trial with disposition '" + st.column_text(kDisposition) +
+          "', not 'passed'");
+    }
+    const std::string variant = st.column_text(kVariant);
+    if (st.is_null(kVariantRow)) {
+      bad("winner variant '" + variant + "' is not in the variants table");
+    }
+    if (variant.empty() || variant.size() >= MLATUNE_VARIANT_NAME_MAX) {
+      bad("winner variant name '" + variant + "' does not fit the runtime's selection");
+    }
+    const LaunchParams params{
+        clamp_param(st.column_int(kKvSplits)), clamp_param(st.column_int(kKvTile)),
+        clamp_param(st.column_int(kBlockRows)), clamp_param(st.column_int(kWorkers))};
+    std::memcpy(e.selection.variant, variant.data(), variant.size());
+    e.selection.kv_splits = params.kv_splits;
+    e.selection.kv_tile = params.kv_tile;
+    e.selection.block_rows = params.block_rows;
+    e.selection.workers = params.workers;
+    e.selection.time_median_us = st.is_null(kTimeMedian) ? std::numeric_limits<double>::quiet_NaN()
+                                                         : st.column_double(kTimeMedian);
+
+    const std::string stored_identity = st.column_text(kCodeIdentity);
+    const Variant* v = registry->find(variant);
+    std::string stale;
+    if (!v) {
+      stale = "winner '" + variant + "' of bucket " + bucket_key.to_string() +
+              " is stale: the variant is not part of this build (database code identity " +
+              stored_identity + "); re-tune the bucket";
+    } else if (v->code_identity() != stored_identity) {
+      stale = "winner '" + variant + "' of bucket " + bucket_key.to_string() +
+              " is stale: tuned with code identity " + stored_identity + ", this build has " +
+              std::string(v->code_identity()) + "; re-tune the bucket";
+    } else {
+      auto it = spaces.find(v);
+      if (it == spaces.end()) it = spaces.emplace(v, v->param_space()).first;
+      if (!it->second.contains(params)) {
+        bad("winner '" + variant + "' has launch parameters " + params.to_string() +
+            " outside the variant's parameter space");
+      }
+    }
+    if (stale.empty()) {
+      e.kind = Kind::kUsable;
+      ++stats_.usable;
+    } else {
+      e.kind = Kind::kStale;
+      e.message = static_cast<uint32_t>(messages_.size());
+      messages_.push_back(std::move(stale));
+      ++stats_.stale;
+    }
+    entries_.push_back(e);
+  }
 }
 
 void WinnerTable::build_index(const std::string& path) {
@@ -453,9 +526,8 @@ void WinnerTable::build_index(const std::string& path) {
     for (size_t j = 0; j < covering.size(); ++j) {
       std::vector<uint32_t>& cells = covering[j];
       if (cells.empty()) continue;  // a gap in batch: lookups there miss
-      std::sort(cells.begin(), cells.end(), [&](uint32_t a, uint32_t b) {
-        return entries_[a].kv_lo < entries_[b].kv_lo;
-      });
+      std::sort(cells.begin(), cells.end(),
+                [&](uint32_t a, uint32_t b) { return entries_[a].kv_lo < entries_[b].kv_lo; });
       for (size_t c = 1; c < cells.size(); ++c) {
         const Entry& prev = entries_[cells[c - 1]];
         const Entry& cur = entries_[cells[c]];
@@ -466,8 +538,8 @@ void WinnerTable::build_index(const std::string& path) {
           w.add_key(k);
           refuse(MLATUNE_STATUS_CORRUPT, path,
                  "overlapping buckets for " + std::string(key_text) + ": batch " +
-                     std::to_string(prev.batch_lo) + ".." + std::to_string(prev.batch_hi) +
-                     " kv " + std::to_string(prev.kv_lo) + ".." + std::to_string(prev.kv_hi) +
+                     std::to_string(prev.batch_lo) + ".." + std::to_string(prev.batch_hi) + " kv " +
+                     std::to_string(prev.kv_lo) + ".." + std::to_string(prev.kv_hi) +
                      " and batch " + std::to_string(cur.batch_lo) + ".." +
                      std::to_string(cur.batch_hi) + " kv " + std::to_string(cur.kv_lo) + ".." +
                      std::to_string(cur.kv_hi));
@@ -497,8 +569,8 @@ struct KeyProblem {
   const char* range = "";
 };
 inline KeyProblem check_key(const mlatune_decode_key& key) {
-  static_assert(kMaxHeads == 1024 && kMaxQlen == 16 && kMaxPageSize == 4096 &&
-                    kMaxBatch == 65536 && kMaxKvLen == 16777216,
+  static_assert(kMaxHeads == 1024 && kMaxQlen == 16 && kMaxPageSize == 4096 && kMaxBatch == 65536 &&
+                    kMaxKvLen == 16777216,
                 "update the ranges named below");
   KeyProblem p;
   auto check = [&](const char* field, int32_t v, int64_t lo, int64_t hi, const char* range) {
@@ -517,17 +589,19 @@ inline KeyProblem check_key(const mlatune_decode_key& key) {
 
 }  // namespace
 
-mlatune_status WinnerTable::find(const mlatune_decode_key& key, const Entry** entry) const noexcept {
-  if (check_key(key).field) [[unlikely]] return MLATUNE_STATUS_INVALID_ARGUMENT;
-  const uint64_t packed = pack_key(key.heads, key.qlen, key.q_dtype, key.kv_dtype, key.page_size,
-                                   key.lse);
+mlatune_status WinnerTable::find(const mlatune_decode_key& key,
+                                 const Entry** entry) const noexcept {
+  if (check_key(key).field) [[unlikely]]
+    return MLATUNE_STATUS_INVALID_ARGUMENT;
+  const uint64_t packed =
+      pack_key(key.heads, key.qlen, key.q_dtype, key.kv_dtype, key.page_size, key.lse);
   size_t k = count_le(keys_.data(), keys_.size(), packed);
   if (k == 0 || keys_[k - 1] != packed) return MLATUNE_STATUS_UNTUNED;
   --k;
   const uint32_t i0 = key_interval_[k];
   size_t j = count_le(interval_lo_.data() + i0, key_interval_[k + 1] - i0, key.batch);
   if (j == 0 || key.batch > interval_hi_[i0 + j - 1]) return MLATUNE_STATUS_UNTUNED;
-  j += i0 - 1;
+  j = j - 1 + i0;  // j >= 1 here; keep the arithmetic in size_t
   const uint32_t c0 = interval_cell_[j];
   const size_t c = count_le(cell_kv_lo_.data() + c0, interval_cell_[j + 1] - c0, key.max_kv_len);
   if (c == 0 || key.max_kv_len > cell_kv_hi_[c0 + c - 1]) return MLATUNE_STATUS_UNTUNED;
@@ -584,8 +658,8 @@ void WinnerTable::explain(const mlatune_decode_key& key, char* error,
 }
 
 void WinnerTable::describe_miss(const mlatune_decode_key& key, MessageWriter& w) const noexcept {
-  const uint64_t packed = pack_key(key.heads, key.qlen, key.q_dtype, key.kv_dtype, key.page_size,
-                                   key.lse);
+  const uint64_t packed =
+      pack_key(key.heads, key.qlen, key.q_dtype, key.kv_dtype, key.page_size, key.lse);
   w.add("untuned: no bucket covers ");
   w.add_key(unpack_key(packed));
   w.add(" batch=%d max_kv_len=%d", key.batch, key.max_kv_len);
@@ -605,8 +679,8 @@ void WinnerTable::describe_miss(const mlatune_decode_key& key, MessageWriter& w)
     };
     for (uint32_t i = key_entry_[k - 1]; i < key_entry_[k]; ++i) {
       const Entry& e = entries_[i];
-      const double d = gap(key.batch, e.batch_lo, e.batch_hi) +
-                       gap(key.max_kv_len, e.kv_lo, e.kv_hi);
+      const double d =
+          gap(key.batch, e.batch_lo, e.batch_hi) + gap(key.max_kv_len, e.kv_lo, e.kv_hi);
       if (d < best.back().first) {
         best.back() = {d, i};
         std::sort(best.begin(), best.end());
@@ -617,7 +691,9 @@ void WinnerTable::describe_miss(const mlatune_decode_key& key, MessageWriter& w)
       if (std::isinf(d)) break;
       const Entry& e = entries_[i];
       w.add(" [batch=%d..%d kv=%d..%d%s]", e.batch_lo, e.batch_hi, e.kv_lo, e.kv_hi,
-            e.kind == Kind::kUsable ? "" : e.kind == Kind::kStale ? " stale" : " no valid kernel");
+            e.kind == Kind::kUsable  ? ""
+            : e.kind == Kind::kStale ? " stale"
+                                     : " no valid kernel");
     }
     return;
   }

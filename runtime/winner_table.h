@@ -14,13 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "db/sqlite_util.h"
 #include "mla_decode/device.h"
 #include "mla_decode/registry.h"
 #include "mlatune/mlatune.h"
 
 namespace mlatune {
-
-class MessageWriter;
 
 // A refusal during open: the status the C API returns and a message naming the file and problem.
 class RuntimeError : public std::runtime_error {
@@ -44,7 +43,7 @@ struct OpenOptions {
 
 struct TableStats {
   int64_t usable = 0;    // buckets whose winner can be returned
-  int64_t stale = 0;     // buckets whose winner's variant code differs from (or is absent in) this build
+  int64_t stale = 0;     // buckets whose winner's variant changed or is not in this build
   int64_t no_valid = 0;  // buckets where no candidate passed validation
 };
 
@@ -75,12 +74,14 @@ class WinnerTable {
     uint64_t key;  // packed discrete key (see pack_key in winner_table.cc)
     int32_t batch_lo, batch_hi, kv_lo, kv_hi;
     Kind kind;
-    uint32_t message;         // index into messages_ (stale entries), else unused
+    uint32_t message;             // index into messages_ (stale entries), else unused
     mlatune_selection selection;  // the winner (usable and stale entries)
   };
 
  private:
+  class MessageWriter;
   WinnerTable() = default;
+  void load_winners(const SqliteDb& db, const std::string& path, const Registry* registry);
   void build_index(const std::string& path);
   mlatune_status find(const mlatune_decode_key& key, const Entry** entry) const noexcept;
   void describe_miss(const mlatune_decode_key& key, MessageWriter& w) const noexcept;

@@ -87,7 +87,13 @@ std::string child_path(const std::string& path, std::string_view key) {
   return path.empty() ? std::string(key) : path + "." + std::string(key);
 }
 
-std::string quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+// Values echoed in messages are shortened: a scalar can be most of a 1 MiB file.
+std::string clip(std::string_view s) {
+  constexpr size_t kMaxShown = 64;
+  return s.size() <= kMaxShown ? std::string(s) : std::string(s.substr(0, kMaxShown)) + "...";
+}
+
+std::string quote(std::string_view s) { return "'" + clip(s) + "'"; }
 
 std::string join(const std::vector<std::string>& parts) {
   std::string out;
@@ -97,13 +103,16 @@ std::string join(const std::vector<std::string>& parts) {
 
 std::string describe(const YAML::Node& n) {
   switch (n.Type()) {
-    case YAML::NodeType::Map: return "a map";
-    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Sequence:
+      return "a list";
     case YAML::NodeType::Scalar:
-      if (n.Tag() == "!") return "the quoted string \"" + n.Scalar() + "\"";
-      if (n.Tag() != "?") return "a value tagged " + n.Tag();
+      if (n.Tag() == "!") return "the quoted string \"" + clip(n.Scalar()) + "\"";
+      if (n.Tag() != "?") return "a value tagged " + clip(n.Tag());
       return "the value " + quote(n.Scalar());
-    default: return "nothing (null)";
+    default:
+      return "nothing (null)";
   }
 }
 
@@ -151,10 +160,11 @@ class MapFields {
  private:
   void add(const YAML::Node& key, const YAML::Node& value) {
     const Item key_item{key, key.Mark(), map_.path};
-    if (!key.IsScalar()) ctx_.fail(key_item, "map keys must be plain strings, got " + describe(key));
+    if (!key.IsScalar()) {
+      ctx_.fail(key_item, "map keys must be plain strings, got " + describe(key));
+    }
     const std::string& name = key.Scalar();
-    if (!allowed_.empty() &&
-        std::find(allowed_.begin(), allowed_.end(), name) == allowed_.end()) {
+    if (!allowed_.empty() && std::find(allowed_.begin(), allowed_.end(), name) == allowed_.end()) {
       ctx_.fail(key_item, "unknown key " + quote(name) + " (allowed: " + join(allowed_) + ")");
     }
     const auto [it, inserted] = index_.emplace(name, entries_.size());
@@ -162,8 +172,8 @@ class MapFields {
       ctx_.fail(key_item, "duplicate key " + quote(name) + " (first at line " +
                               std::to_string(entries_[it->second].key_item.mark.line + 1) + ")");
     }
-    entries_.push_back(
-        {name, key_item, Item{value, ctx_.mark_of(value, key.Mark()), child_path(map_.path, name)}});
+    entries_.push_back({name, key_item,
+                        Item{value, ctx_.mark_of(value, key.Mark()), child_path(map_.path, name)}});
   }
 
   const Ctx& ctx_;
@@ -196,15 +206,15 @@ std::string read_string(const Ctx& ctx, const Item& item) {
 int64_t read_int(const Ctx& ctx, const Item& item, int64_t lo, int64_t hi) {
   const std::string& s = plain_scalar(ctx, item, "an integer");
   const std::string_view digits = std::string_view(s).substr(s.starts_with('-') ? 1 : 0);
-  const bool well_formed =
-      !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
-        return c >= '0' && c <= '9';
-      }) && (digits.size() == 1 || digits[0] != '0');
+  const bool well_formed = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
+    return c >= '0' && c <= '9';
+  }) && (digits.size() == 1 || digits[0] != '0');
   if (!well_formed) ctx.fail(item, quote(s) + " is not an integer (write plain decimal digits)");
   int64_t v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || end != s.data() + s.size() || v < lo || v > hi) {
-    ctx.fail(item, s + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    ctx.fail(item,
+             clip(s) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
   return v;
 }
@@ -231,15 +241,16 @@ double read_real(const Ctx& ctx, const Item& item, const RealRange& range) {
   const std::string& s = plain_scalar(ctx, item, "a number");
   double v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || end != s.data() + s.size() || (ec != std::errc() &&
-                                                   ec != std::errc::result_out_of_range)) {
+  if (s.empty() || end != s.data() + s.size() ||
+      (ec != std::errc() && ec != std::errc::result_out_of_range)) {
     ctx.fail(item, quote(s) + " is not a number");
   }
-  // from_chars accepts "inf" and "nan"; neither is a meaningful setting.
-  if (ec == std::errc::result_out_of_range || !std::isfinite(v)) {
-    ctx.fail(item, s + " is not a finite number");
+  if (ec == std::errc::result_out_of_range) {
+    ctx.fail(item, clip(s) + " is beyond the range of a double");
   }
-  if (!range.contains(v)) ctx.fail(item, s + " is out of range " + range.to_string());
+  // from_chars accepts "inf" and "nan"; neither is a meaningful setting.
+  if (!std::isfinite(v)) ctx.fail(item, clip(s) + " is not a finite number");
+  if (!range.contains(v)) ctx.fail(item, clip(s) + " is out of range " + range.to_string());
   return v;
 }
 
@@ -365,8 +376,8 @@ struct SpaceSource {
 };
 
 SpaceSource read_space(const Ctx& ctx, const Item& item) {
-  const MapFields m(ctx, item, {"heads", "qlen", "dtypes", "page_size", "lse", "batch_edges",
-                                "kv_len_edges"});
+  const MapFields m(ctx, item,
+                    {"heads", "qlen", "dtypes", "page_size", "lse", "batch_edges", "kv_len_edges"});
   SpaceSource src{{}, item, {}};
   ShapeSpace& s = src.space;
   s.heads = int_list(ctx, m.require("heads"), 1, kMaxHeads);
@@ -446,8 +457,9 @@ void read_real_field(const Ctx& ctx, const MapFields& m, std::string_view key,
 }
 
 ValidationSettings read_validation(const Ctx& ctx, const Item& item) {
-  const MapFields m(ctx, item, {"seeds", "repeats", "interior_points", "full_check_rows",
-                                "sampled_sequences", "sampled_rows"});
+  const MapFields m(ctx, item,
+                    {"seeds", "repeats", "interior_points", "full_check_rows", "sampled_sequences",
+                     "sampled_rows"});
   ValidationSettings v;
   read_int_field(ctx, m, "seeds", 1, 64, &v.seeds);
   read_int_field(ctx, m, "repeats", 2, 100, &v.repeats);
@@ -459,8 +471,9 @@ ValidationSettings read_validation(const Ctx& ctx, const Item& item) {
 }
 
 TimingSettings read_timing(const Ctx& ctx, const Item& item) {
-  const MapFields m(ctx, item, {"warmup", "samples", "cold_cache", "flush_bytes", "tie_fraction",
-                                "candidate_timeout_s"});
+  const MapFields m(
+      ctx, item,
+      {"warmup", "samples", "cold_cache", "flush_bytes", "tie_fraction", "candidate_timeout_s"});
   TimingSettings t;
   read_int_field(ctx, m, "warmup", 0, 1000, &t.warmup);
   read_int_field(ctx, m, "samples", 3, 100000, &t.samples);
@@ -496,8 +509,8 @@ std::map<std::string, ParamSpace> read_params(const Ctx& ctx, const Item& item,
     const std::string name = read_variant_name(ctx, e.key_item);
     // Parameters for a variant that the variants list excludes would never be used: a typo.
     if (!variants.empty() && std::find(variants.begin(), variants.end(), name) == variants.end()) {
-      ctx.fail(e.key_item, "variant " + quote(name) + " is not in variants (" + join(variants) +
-                               ")");
+      ctx.fail(e.key_item,
+               "variant " + quote(name) + " is not in variants (" + join(variants) + ")");
     }
     out.emplace(name, read_param_space(ctx, e.value));
   }
@@ -566,8 +579,9 @@ void check_characters(const Ctx& ctx, std::string_view text) {
     if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02x", c);
-      ctx.fail(mark, "", std::string("control character ") + hex +
-                             " (only tab, line feed and carriage return are allowed)");
+      ctx.fail(mark, "",
+               std::string("control character ") + hex +
+                   " (only tab, line feed and carriage return are allowed)");
     }
     if (c == '\n') {
       ++mark.line;
@@ -587,7 +601,8 @@ YAML::Node load_document(const Ctx& ctx, const std::string& text) {
     ctx.fail(e.mark, "", "YAML syntax error: " + e.msg);
   }
   if (docs.empty() || docs[0].IsNull()) {
-    ctx.fail(YAML::Mark::null_mark(), "", "empty document (a config is a map; see configs/README.md)");
+    ctx.fail(YAML::Mark::null_mark(), "",
+             "empty document (a config is a map; see configs/README.md)");
   }
   if (docs.size() > 1) {
     ctx.fail(docs[1].Mark(), "", "more than one YAML document (a config is a single map)");
@@ -600,9 +615,9 @@ YAML::Node load_document(const Ctx& ctx, const std::string& text) {
 
 void check_size(const Ctx& ctx, uint64_t size, const std::string& what) {
   if (size > kMaxConfigBytes) {
-    ctx.fail(YAML::Mark::null_mark(), "", what + " is " + std::to_string(size) +
-                                              " bytes; configs are limited to " +
-                                              std::to_string(kMaxConfigBytes) + " bytes (1 MiB)");
+    ctx.fail(YAML::Mark::null_mark(), "",
+             what + " is " + std::to_string(size) + " bytes; configs are limited to " +
+                 std::to_string(kMaxConfigBytes) + " bytes (1 MiB)");
   }
 }
 
@@ -657,8 +672,8 @@ std::vector<BucketKey> TuneConfig::buckets() const {
     }
     return out;
   };
-  using Seen = std::tuple<int32_t, int32_t, DType, DType, int32_t, bool, int32_t, int32_t, int32_t,
-                          int32_t>;
+  using Seen =
+      std::tuple<int32_t, int32_t, DType, DType, int32_t, bool, int32_t, int32_t, int32_t, int32_t>;
   std::set<Seen> seen;
   std::vector<BucketKey> out;
   for (const ShapeSpace& s : spaces) {
@@ -672,8 +687,12 @@ std::vector<BucketKey> TuneConfig::buckets() const {
               for (const Range& b : batch)
                 for (const Range& k : kv) {
                   if (!seen.emplace(h, q, d.q, d.kv, p, l, b.lo, b.hi, k.lo, k.hi).second) continue;
-                  const DecodeKey key{.heads = h, .qlen = q, .q_dtype = d.q, .kv_dtype = d.kv,
-                                      .page_size = p, .lse = l};
+                  const DecodeKey key{.heads = h,
+                                      .qlen = q,
+                                      .q_dtype = d.q,
+                                      .kv_dtype = d.kv,
+                                      .page_size = p,
+                                      .lse = l};
                   out.push_back({key, b.lo, b.hi, k.lo, k.hi});
                 }
   }
@@ -714,6 +733,8 @@ TuneConfig parse_config(const std::string& text, const std::string& origin) {
   return c;
 }
 
-TuneConfig load_config(const std::string& path) { return parse_config(read_file_capped(path), path); }
+TuneConfig load_config(const std::string& path) {
+  return parse_config(read_file_capped(path), path);
+}
 
 }  // namespace mlatune

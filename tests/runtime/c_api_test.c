@@ -10,13 +10,13 @@
 
 static int failures = 0;
 
-#define CHECK(cond)                                                                  \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, \
-              #cond, mlatune_last_error());                                          \
-      ++failures;                                                                    \
-    }                                                                                \
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              mlatune_last_error());                                                           \
+      ++failures;                                                                              \
+    }                                                                                          \
   } while (0)
 
 static mlatune_decode_key make_key(int32_t batch, int32_t max_kv_len) {

@@ -45,15 +45,22 @@ inline mlatune_status open_db(const std::string& path, DbHandle* db,
                               const mlatune_open_options* options = nullptr) {
   mlatune_db* raw = reinterpret_cast<mlatune_db*>(uintptr_t{0x1});  // must be reset to NULL
   const mlatune_status s = mlatune_open(path.c_str(), options, &raw);
-  if (s != MLATUNE_STATUS_OK) EXPECT_EQ(raw, nullptr) << "open failed but *out was not reset";
+  if (s != MLATUNE_STATUS_OK) {
+    EXPECT_EQ(raw, nullptr) << "open failed but *out was not reset";
+  }
   db->reset(s == MLATUNE_STATUS_OK ? raw : nullptr);
   return s;
 }
 
 inline mlatune_decode_key decode_key(const DecodeKey& k, int32_t batch, int32_t max_kv_len) {
-  return mlatune_decode_key{k.heads,     k.qlen,         static_cast<int32_t>(k.q_dtype),
-                            static_cast<int32_t>(k.kv_dtype), k.page_size, k.lse ? 1 : 0,
-                            batch,       max_kv_len};
+  return mlatune_decode_key{k.heads,
+                            k.qlen,
+                            static_cast<int32_t>(k.q_dtype),
+                            static_cast<int32_t>(k.kv_dtype),
+                            k.page_size,
+                            k.lse ? 1 : 0,
+                            batch,
+                            max_kv_len};
 }
 
 // The standard layout: a regular 3x3 grid (key A), a key with a bucket whose candidates all
@@ -92,8 +99,8 @@ inline TestDbSpec standard_spec() {
   b.no_valid = true;
   spec.buckets.push_back(b);
 
-  // Key C: batch 1..10 x kv 1..100, batch 5..20 x kv 101..200, batch 1..4 x kv 101..150.
-  const int32_t c[][4] = {{1, 10, 1, 100}, {5, 20, 101, 200}, {1, 4, 101, 150}};
+  // Key C: batch 1..10 x kv 2..100, batch 5..20 x kv 101..200, batch 1..4 x kv 101..150.
+  const int32_t c[][4] = {{1, 10, 2, 100}, {5, 20, 101, 200}, {1, 4, 101, 150}};
   for (const auto& r : c) {
     TestBucket cb;
     cb.key = key_c();

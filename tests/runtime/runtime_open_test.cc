@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <random>
@@ -24,9 +26,8 @@ struct Answers {
   std::vector<mlatune_status> status;
   std::vector<mlatune_selection> selection;
   bool operator==(const Answers& o) const {
-    return status == o.status &&
-           std::memcmp(selection.data(), o.selection.data(),
-                       selection.size() * sizeof(mlatune_selection)) == 0;
+    return status == o.status && std::memcmp(selection.data(), o.selection.data(),
+                                             selection.size() * sizeof(mlatune_selection)) == 0;
   }
 };
 
@@ -76,6 +77,48 @@ TEST_F(OpenTest, WalModeDatabaseOpens) {
   EXPECT_TRUE(probe(db_.get()) == wal);
 }
 
+// A shipped database often lies in a read-only directory, where SQLite cannot create the -shm
+// file that reading a WAL-mode database normally needs.
+TEST_F(OpenTest, WalModeDatabaseInAReadOnlyDirectoryOpens) {
+  const std::string dir = temp_path(".dir");
+  const std::string path = dir + "/tuned.db";
+  ::mkdir(dir.c_str(), 0755);
+  TestDbSpec spec = standard_spec();
+  spec.wal = true;
+  write_test_db(path, spec);
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  ASSERT_EQ(::access((path + "-wal").c_str(), F_OK), -1) << "the writer left a -wal file";
+  if (::geteuid() != 0) {
+    ASSERT_EQ(::chmod(dir.c_str(), 0555), 0);
+    const mlatune_status st = open_db(path, &db_);
+    ::chmod(dir.c_str(), 0755);
+    ASSERT_EQ(st, MLATUNE_STATUS_OK) << last_error();
+    EXPECT_EQ(probe(db_.get()).status[0], MLATUNE_STATUS_OK);
+    return;
+  }
+  // Root ignores directory permissions: open as an unprivileged user in a child process.
+  ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(100);
+    if (::access(dir.c_str(), W_OK) == 0) ::_exit(101);  // the directory must be read-only
+    mlatune_db* db = nullptr;
+    const mlatune_status st = mlatune_open(path.c_str(), nullptr, &db);
+    if (st != MLATUNE_STATUS_OK) {
+      std::fprintf(stderr, "%s\n", mlatune_last_error());
+      ::_exit(st);
+    }
+    const mlatune_decode_key k = decode_key(key_a(), 1, 1);
+    mlatune_selection s;
+    ::_exit(mlatune_lookup(db, &k, &s) == MLATUNE_STATUS_OK ? 0 : 102);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFEXITED(wstatus));
+  EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "status " << WEXITSTATUS(wstatus) << " in the child";
+}
+
 TEST_F(OpenTest, MissingFileIsAnIoError) {
   const std::string missing = path_ + ".missing";
   std::remove(missing.c_str());
@@ -90,6 +133,16 @@ TEST_F(OpenTest, MissingFileIsAnIoError) {
 TEST_F(OpenTest, DirectoryIsAnIoError) {
   ASSERT_EQ(open_db(MLATUNE_TEST_TMPDIR, &db_), MLATUNE_STATUS_IO_ERROR);
   EXPECT_THAT(last_error(), HasSubstr("directory"));
+}
+
+TEST_F(OpenTest, NonRegularFilesAreIoErrors) {
+  ASSERT_EQ(open_db("/dev/null", &db_), MLATUNE_STATUS_IO_ERROR);
+  EXPECT_THAT(last_error(), HasSubstr("not a regular file"));
+  const std::string fifo = temp_path(".fifo");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  ASSERT_EQ(open_db(fifo, &db_), MLATUNE_STATUS_IO_ERROR);  // and does not block
+  std::remove(fifo.c_str());
 }
 
 TEST_F(OpenTest, EmptyFileIsCorrupt) {
@@ -122,14 +175,29 @@ TEST_F(OpenTest, MissingTableIsCorrupt) {
 }
 
 TEST_F(OpenTest, TruncatedDatabaseIsRefused) {
+  ASSERT_EQ(open(), MLATUNE_STATUS_OK);
+  const Answers good = probe(db_.get());
+  db_.reset();
   const std::string whole = read_file(path_);
   ASSERT_GT(whole.size(), 4 * 4096u);
+  // Cuts inside the header, and cuts that lose whole pages, must be refused.
   for (size_t cut : {size_t{16}, size_t{100}, size_t{1000}, size_t{4096}, size_t{4097},
-                     whole.size() / 2, whole.size() - 4096, whole.size() - 1}) {
+                     whole.size() / 2, whole.size() - 4096}) {
     SCOPED_TRACE("cut at " + std::to_string(cut) + " of " + std::to_string(whole.size()));
     write_file(path_, whole.substr(0, cut));
     EXPECT_THAT(open(), AnyOf(MLATUNE_STATUS_CORRUPT, MLATUNE_STATUS_IO_ERROR)) << last_error();
     EXPECT_THAT(last_error(), HasSubstr(path_));
+  }
+  // Losing the last few bytes may only lose bytes SQLite reads back as zero anyway (the end of
+  // the last page is often free space): then the answers must be unchanged.
+  for (size_t lost : {1, 7, 100}) {
+    SCOPED_TRACE("lost the last " + std::to_string(lost) + " bytes");
+    write_file(path_, whole.substr(0, whole.size() - lost));
+    const mlatune_status st = open();
+    ASSERT_THAT(st, AnyOf(MLATUNE_STATUS_OK, MLATUNE_STATUS_CORRUPT, MLATUNE_STATUS_IO_ERROR));
+    if (st == MLATUNE_STATUS_OK) {
+      EXPECT_TRUE(probe(db_.get()) == good);
+    }
   }
 }
 

@@ -27,9 +27,9 @@ struct TestBucket {
   DecodeKey key;
   int32_t batch_lo = 1, batch_hi = 1;
   int32_t kv_lo = 1, kv_hi = 1;
-  bool no_valid = false;                      // status 'no_valid_candidate', no winner
-  std::string variant = "host_split_kv_v1";   // the winner's variant
-  std::optional<LaunchParams> params;         // default: the variant's last candidate
+  bool no_valid = false;                     // status 'no_valid_candidate', no winner
+  std::string variant = "host_split_kv_v1";  // the winner's variant
+  std::optional<LaunchParams> params;        // default: the variant's last candidate
   double time_us = 10.0;
 };
 
@@ -37,12 +37,11 @@ struct TestDbSpec {
   std::vector<TestBucket> buckets;
   std::optional<DeviceInfo> device;  // default: host_device_info()
   int user_version = kSchemaVersion;
-  bool wal = false;                            // journal_mode=WAL, as the tuner writes
-  std::vector<VariantRecord> extra_variants;   // variants absent from the builtin registry
+  bool wal = false;                           // journal_mode=WAL, as the tuner writes
+  std::vector<VariantRecord> extra_variants;  // variants absent from the builtin registry
 };
 
-inline DecodeKey make_key(int32_t heads, int32_t qlen, DType q, DType kv, int32_t page,
-                          bool lse) {
+inline DecodeKey make_key(int32_t heads, int32_t qlen, DType q, DType kv, int32_t page, bool lse) {
   return DecodeKey{heads, qlen, q, kv, page, lse};
 }
 
@@ -60,6 +59,7 @@ inline void write_test_db(const std::string& path, const TestDbSpec& spec) {
   remove_db_files(path);
   const Registry registry = builtin_registry();
   SqliteDb db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  db.exec("PRAGMA synchronous = OFF");  // test data: speed over durability
   if (spec.wal) db.exec("PRAGMA journal_mode = WAL");
   db.exec(kSchemaSql);
   db.set_user_version(spec.user_version);

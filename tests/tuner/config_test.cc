@@ -28,7 +28,8 @@ tolerances:
 )";
 
 constexpr const char* kToleranceLines =
-    "tolerances:\n  bf16/bf16: {atol: 1.0e-3, rtol: 1.0e-2, min_cosine: 0.9999, lse_atol: 1.0e-4}\n";
+    "tolerances:\n  bf16/bf16: {atol: 1.0e-3, rtol: 1.0e-2, min_cosine: 0.9999, lse_atol: "
+    "1.0e-4}\n";
 
 // kBase with the first occurrence of `from` replaced by `to`.
 std::string edit(std::string_view from, std::string_view to) {
@@ -168,8 +169,8 @@ TEST(ConfigTest, BucketsAreOrderedAndDeduplicated) {
   // already in space 0.
   ASSERT_EQ(b.size(), 134u);
   const auto key = [](int32_t heads, int32_t qlen, DType q, DType kv, int32_t page, bool lse) {
-    return DecodeKey{.heads = heads, .qlen = qlen, .q_dtype = q, .kv_dtype = kv,
-                     .page_size = page, .lse = lse};
+    return DecodeKey{
+        .heads = heads, .qlen = qlen, .q_dtype = q, .kv_dtype = kv, .page_size = page, .lse = lse};
   };
   const DecodeKey first = key(16, 1, DType::kBF16, DType::kBF16, 1, false);
   EXPECT_EQ(b[0], (BucketKey{first, 1, 4, 1, 256}));
@@ -177,12 +178,12 @@ TEST(ConfigTest, BucketsAreOrderedAndDeduplicated) {
   EXPECT_EQ(b[2], (BucketKey{first, 5, 8, 1, 256}));     // then batch
   EXPECT_EQ(b[4], (BucketKey{key(16, 1, DType::kBF16, DType::kBF16, 1, true), 1, 4, 1, 256}));
   EXPECT_EQ(b[8], (BucketKey{key(16, 1, DType::kBF16, DType::kBF16, 64, false), 1, 4, 1, 256}));
-  EXPECT_EQ(b[16], (BucketKey{key(16, 1, DType::kFP8E4M3FN, DType::kFP8E4M3FN, 1, false), 1, 4,
-                              1, 256}));
+  EXPECT_EQ(b[16],
+            (BucketKey{key(16, 1, DType::kFP8E4M3FN, DType::kFP8E4M3FN, 1, false), 1, 4, 1, 256}));
   EXPECT_EQ(b[32], (BucketKey{key(16, 2, DType::kBF16, DType::kBF16, 1, false), 1, 4, 1, 256}));
   EXPECT_EQ(b[64], (BucketKey{key(128, 1, DType::kBF16, DType::kBF16, 1, false), 1, 4, 1, 256}));
-  EXPECT_EQ(b[127], (BucketKey{key(128, 2, DType::kFP8E4M3FN, DType::kFP8E4M3FN, 64, true), 5,
-                               8, 257, 1024}));
+  EXPECT_EQ(b[127], (BucketKey{key(128, 2, DType::kFP8E4M3FN, DType::kFP8E4M3FN, 64, true), 5, 8,
+                               257, 1024}));
   const DecodeKey s1 = key(16, 1, DType::kBF16, DType::kBF16, 64, true);
   EXPECT_EQ(b[128], (BucketKey{s1, 1, 4, 257, 4096}));
   EXPECT_EQ(b[129], (BucketKey{s1, 5, 8, 257, 4096}));
@@ -195,8 +196,7 @@ TEST(ConfigTest, BucketsAreOrderedAndDeduplicated) {
 }
 
 TEST(ConfigTest, ShippedHostSmokeLoads) {
-  const TuneConfig c =
-      load_config(std::string(MLATUNE_SOURCE_DIR) + "/configs/host-smoke.yaml");
+  const TuneConfig c = load_config(std::string(MLATUNE_SOURCE_DIR) + "/configs/host-smoke.yaml");
   EXPECT_EQ(c.name, "host-smoke");
   EXPECT_EQ(c.backend, "host");
   ASSERT_EQ(c.spaces.size(), 1u);
@@ -233,17 +233,19 @@ TEST(ConfigTest, HashFollowsTheBytes) {
 }
 
 TEST(ConfigTest, AliasesAndQuotedKeysAreAccepted) {
-  const std::string text = std::string(kBase) + "params:\n  \"host_split_kv_v1\": &p {workers: [1]}\n"
-                                                "  host_tiled_kv_v1: *p\n";
+  const std::string text = std::string(kBase) +
+                           "params:\n  \"host_split_kv_v1\": &p {workers: [1]}\n"
+                           "  host_tiled_kv_v1: *p\n";
   const TuneConfig c = parse_config(text, "t.yaml");
   EXPECT_EQ(c.params.at("host_tiled_kv_v1").workers, (std::vector<int32_t>{1}));
 }
 
 TEST(ConfigTest, UnusedToleranceEntriesAreAllowed) {
-  const TuneConfig c = parse_config(
-      std::string(kBase) + "  fp8_e4m3fnuz/fp8_e4m3fnuz: {atol: 1, rtol: 0, min_cosine: 0.5, "
-                           "lse_atol: 0}\n",
-      "t.yaml");
+  const TuneConfig c =
+      parse_config(std::string(kBase) +
+                       "  fp8_e4m3fnuz/fp8_e4m3fnuz: {atol: 1, rtol: 0, min_cosine: 0.5, "
+                       "lse_atol: 0}\n",
+                   "t.yaml");
   EXPECT_EQ(c.tolerances.count("fp8_e4m3fnuz/fp8_e4m3fnuz"), 1u);
 }
 
@@ -331,8 +333,7 @@ TEST(ConfigErrorTest, WrongTypes) {
   expect_error(edit("heads: [16]", "heads: 16"), "3:12", "spaces[0].heads: expected a list");
   expect_error(edit("heads: [16]", "heads: ['16']"), "3:13",
                "expected an integer, got the quoted string \"16\"");
-  expect_error(edit("heads: [16]", "heads: [[16]]"), "3:13",
-               "expected an integer, got a list");
+  expect_error(edit("heads: [16]", "heads: [[16]]"), "3:13", "expected an integer, got a list");
   expect_error(edit("heads: [16]", "heads: [!!int 16]"), "3:13", "got a value tagged");
   expect_error(edit(kToleranceLines, "tolerances: [1]\n"), "10:13",
                "tolerances: expected a map, got a list");
@@ -372,7 +373,8 @@ TEST(ConfigErrorTest, IntegersOutOfRange) {
   expect_error(edit("heads: [16]", "heads: [4294967312]"), "3:13",  // 2^32 + 16
                "4294967312 is out of range [1, 1024]");
   expect_error(std::string(kBase) + "params:\n  host_tiled_kv_v1: {kv_tile: [2147483648]}\n",
-               "13:32", "params.host_tiled_kv_v1.kv_tile: 2147483648 is out of range [0, 2147483647]");
+               "13:32",
+               "params.host_tiled_kv_v1.kv_tile: 2147483648 is out of range [0, 2147483647]");
   expect_error(std::string(kBase) + "validation: {full_check_rows: 1099511627777}\n", "12:31",
                "validation.full_check_rows: 1099511627777 is out of range [1, 1099511627776]");
 }
@@ -429,8 +431,9 @@ TEST(ConfigErrorTest, Dtypes) {
                "fp8_e4m3fn, fp8_e4m3fnuz)");
   expect_error(edit("[bf16/bf16]", "[bf16]"), "5:14", "'bf16' is not a dtype pair");
   expect_error(edit("[bf16/bf16]", "[bf16/bf16/bf16]"), "5:14", "is not a dtype pair");
-  expect_error(edit("  bf16/bf16: {", "  bf16/bf16: {atol: 1, rtol: 1, min_cosine: 1, lse_atol: "
-                                      "1}\n  bf16/fp4: {"),
+  expect_error(edit("  bf16/bf16: {",
+                    "  bf16/bf16: {atol: 1, rtol: 1, min_cosine: 1, lse_atol: "
+                    "1}\n  bf16/fp4: {"),
                "12:3", "unknown dtype 'fp4' in 'bf16/fp4'");
 }
 
@@ -441,8 +444,9 @@ TEST(ConfigErrorTest, MissingTolerancePointsAtTheDtypeEntry) {
 
 TEST(ConfigErrorTest, Booleans) {
   for (const char* bad : {"yes", "True", "on", "1", "TRUE", "n"}) {
-    expect_error(edit("lse: [false]", std::string("lse: [") + bad + "]"), "7:11",
-                 std::string("spaces[0].lse: '") + bad + "' is not a boolean (write true or false)");
+    expect_error(
+        edit("lse: [false]", std::string("lse: [") + bad + "]"), "7:11",
+        std::string("spaces[0].lse: '") + bad + "' is not a boolean (write true or false)");
   }
   expect_error(edit("lse: [false]", "lse: ['false']"), "7:11",
                "expected a boolean, got the quoted string \"false\"");
@@ -451,11 +455,15 @@ TEST(ConfigErrorTest, Booleans) {
 }
 
 TEST(ConfigErrorTest, RealRanges) {
-  expect_error("sm_scale: 0\n" + std::string(kBase), "1:11", "sm_scale: 0 is out of range (0, inf)");
+  expect_error("sm_scale: 0\n" + std::string(kBase), "1:11",
+               "sm_scale: 0 is out of range (0, inf)");
   expect_error("sm_scale: -1\n" + std::string(kBase), "1:11", "-1 is out of range (0, inf)");
   expect_error("sm_scale: nan\n" + std::string(kBase), "1:11", "nan is not a finite number");
   expect_error("sm_scale: inf\n" + std::string(kBase), "1:11", "inf is not a finite number");
-  expect_error("sm_scale: 1e999\n" + std::string(kBase), "1:11", "1e999 is not a finite number");
+  expect_error("sm_scale: 1e999\n" + std::string(kBase), "1:11",
+               "1e999 is beyond the range of a double");
+  expect_error("sm_scale: 1e-999\n" + std::string(kBase), "1:11",
+               "1e-999 is beyond the range of a double");
   expect_error("sm_scale: 0x1p-3\n" + std::string(kBase), "1:11", "'0x1p-3' is not a number");
   expect_error(edit("min_cosine: 0.9999", "min_cosine: 1.5"), "11:55",
                "tolerances.bf16/bf16.min_cosine: 1.5 is out of range [0, 1]");
@@ -471,14 +479,18 @@ TEST(ConfigErrorTest, RealRanges) {
 
 TEST(ConfigErrorTest, SettingRanges) {
   const std::string base = kBase;
-  expect_error(base + "validation: {seeds: 0}\n", "12:21", "validation.seeds: 0 is out of range [1, 64]");
+  expect_error(base + "validation: {seeds: 0}\n", "12:21",
+               "validation.seeds: 0 is out of range [1, 64]");
   expect_error(base + "validation: {seeds: 65}\n", "12:21", "65 is out of range [1, 64]");
-  expect_error(base + "validation: {repeats: 1}\n", "12:23", "validation.repeats: 1 is out of range [2, 100]");
+  expect_error(base + "validation: {repeats: 1}\n", "12:23",
+               "validation.repeats: 1 is out of range [2, 100]");
   expect_error(base + "validation: {interior_points: 17}\n", "12:31", "out of range [0, 16]");
   expect_error(base + "validation: {sampled_sequences: 0}\n", "12:33", "out of range [1, 65536]");
   expect_error(base + "validation: {sampled_rows: -1}\n", "12:28", "out of range [0, 1073741824]");
-  expect_error(base + "timing: {warmup: 1001}\n", "12:18", "timing.warmup: 1001 is out of range [0, 1000]");
-  expect_error(base + "timing: {samples: 2}\n", "12:19", "timing.samples: 2 is out of range [3, 100000]");
+  expect_error(base + "timing: {warmup: 1001}\n", "12:18",
+               "timing.warmup: 1001 is out of range [0, 1000]");
+  expect_error(base + "timing: {samples: 2}\n", "12:19",
+               "timing.samples: 2 is out of range [3, 100000]");
   expect_error(base + "timing: {flush_bytes: 17179869185}\n", "12:23",
                "timing.flush_bytes: 17179869185 is out of range [0, 17179869184]");
   expect_error(base + "validation: 3\n", "12:13", "validation: expected a map, got the value '3'");
@@ -519,8 +531,9 @@ TEST(ConfigErrorTest, TooManyBuckets) {
   for (int i = 1; i <= 20; ++i) kv.append(i > 1 ? "," : "").append(std::to_string(i * 256));
   std::string text = edit("batch_edges: [4]", "batch_edges: [" + batch + "]");
   text.replace(text.find("[256]"), 5, "[" + kv + "]");
-  expect_error(text, "3:5", "the spaces up to here hold 2621440 buckets or more; the limit is "
-                            "1048576");
+  expect_error(text, "3:5",
+               "the spaces up to here hold 2621440 buckets or more; the limit is "
+               "1048576");
 }
 
 // ---- Files ----------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ class SplitKvVariant final : public Variant {
 
 // Computes split `split` of sequence b into its partial slots.
 void run_split(const DecodeShape& s, const DecodeArgs& a, int32_t b, int32_t splits, int32_t split,
-               int64_t tile, float* part_out, float* part_lse) {
+               int64_t kv_tile, float* part_out, float* part_lse) {
   const int64_t rows = int64_t{s.qlen} * s.heads;  // r = i * heads + h
   const int64_t first = (int64_t{b} * splits + split) * rows;
   float* lse = part_lse + first;
@@ -70,6 +70,7 @@ void run_split(const DecodeShape& s, const DecodeArgs& a, int32_t b, int32_t spl
     return;
   }
 
+  const int64_t tile = std::min(kv_tile, hi - lo);  // same tiles, smaller buffers
   std::vector<float> q(rows * kHeadDimQK);
   std::vector<float> acc(rows * kHeadDimV, 0.0f);
   std::vector<float> m(rows, kNegInf);

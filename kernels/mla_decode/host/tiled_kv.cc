@@ -80,7 +80,9 @@ void tile_pv(const float* __restrict__ kv, int64_t n, const float* p0, const flo
   }
 }
 
-void run_sequence(const DecodeShape& s, const DecodeArgs& a, int32_t b, int64_t tile) {
+void run_sequence(const DecodeShape& s, const DecodeArgs& a, int32_t b, int64_t kv_tile) {
+  const int64_t len = a.kv_lens[b];
+  const int64_t tile = std::min(kv_tile, len);     // same tiles, smaller buffers
   const int64_t rows = int64_t{s.qlen} * s.heads;  // r = i * heads + h
   const int64_t padded = (rows + kRowBlock - 1) / kRowBlock * kRowBlock;
   std::vector<float> q(padded * kHeadDimQK, 0.0f);
@@ -92,7 +94,6 @@ void run_sequence(const DecodeShape& s, const DecodeArgs& a, int32_t b, int64_t 
   std::vector<float> sc(padded * tile);  // scores, then probabilities (0 where masked)
   host::load_q_rows(s, a, b, 0, s.heads, q.data());
 
-  const int64_t len = a.kv_lens[b];
   const int32_t* pages = host::seq_pages(s, a, b);
   for (int64_t t0 = 0; t0 < len; t0 += tile) {
     const int64_t n = std::min(tile, len - t0);

@@ -4,7 +4,7 @@
  *  - Ownership: mlatune_open() returns a handle the caller owns and releases with mlatune_close().
  *    Structs passed in are read during the call only; structs passed out are written by the call
  *    and owned by the caller. Returned `const char*` strings are static or owned by the handle and
- *    live as long as it does (mlatune_last_error(): until the calling thread's next call).
+ *    live as long as it does (mlatune_last_error(): until the calling thread's next failing call).
  *  - Nullability: every pointer argument is required unless its comment says "may be NULL"; a NULL
  *    required pointer returns MLATUNE_STATUS_INVALID_ARGUMENT.
  *  - Threads: an open handle is immutable. mlatune_lookup() may be called from any number of
@@ -55,7 +55,9 @@ typedef enum mlatune_status {
 typedef struct mlatune_db mlatune_db; /* opaque, immutable once open */
 
 typedef struct mlatune_open_options {
-  /* Device the winners must have been tuned on. NULL or "current": this process's device. */
+  /* Device the winners must have been tuned on. NULL or "current": this process's device (the
+   * host CPU in this build). Any other value is refused with MLATUNE_STATUS_INVALID_ARGUMENT for
+   * now; naming another device is reserved for a later release. */
   const char* expected_device; /* may be NULL */
   /* Non-zero: accept a database tuned on another device (logged in the handle's info string).
    * Stale winners are refused regardless. */
@@ -98,7 +100,9 @@ MLATUNE_API mlatune_status mlatune_open(const char* path, const mlatune_open_opt
 /* Releases a handle; NULL is a no-op. */
 MLATUNE_API void mlatune_close(mlatune_db* db);
 
-/* Finds the validated winner for `key`. Lock-free, allocation-free, thread-safe. */
+/* Finds the validated winner for `key`. Lock-free, allocation-free, thread-safe. On any status
+ * other than MLATUNE_STATUS_OK, *out (when not NULL) is zero-filled, so that a refused lookup never
+ * leaves a launchable-looking selection behind; the reason is in mlatune_last_error(). */
 MLATUNE_API mlatune_status mlatune_lookup(const mlatune_db* db, const mlatune_decode_key* key,
                                           mlatune_selection* out);
 
@@ -106,13 +110,15 @@ MLATUNE_API mlatune_status mlatune_lookup(const mlatune_db* db, const mlatune_de
 MLATUNE_API mlatune_status mlatune_table_stats(const mlatune_db* db, int64_t* usable,
                                                int64_t* stale, int64_t* no_valid);
 
-/* Description of the database's provenance (device, build, config); owned by the handle. */
+/* Description of the database's provenance (device, build, config); owned by the handle. Returns
+ * "" (and sets the last error) when db is NULL. */
 MLATUNE_API const char* mlatune_db_info(const mlatune_db* db);
 
 /* Static name of a status, e.g. "untuned"; "unknown status" for values not listed above. */
 MLATUNE_API const char* mlatune_status_string(mlatune_status status);
 
-/* The calling thread's last error message ("" if none). */
+/* The message of the calling thread's most recent failed call ("" if none yet). Successful calls
+ * leave it unchanged, so that hits on the lookup path never touch it. */
 MLATUNE_API const char* mlatune_last_error(void);
 
 /* "major.minor.patch" of the runtime library. */
