@@ -57,7 +57,10 @@ TimingResult time_candidate(const Variant& variant, const LaunchParams& params,
   std::vector<uint16_t> out(static_cast<size_t>(s.out_elems()));
   std::vector<float> lse(s.return_lse ? static_cast<size_t>(s.rows()) : 0);
   std::vector<uint8_t> ws(variant.workspace_bytes(s, params));
-  std::vector<uint8_t> flush(settings.cold_cache ? static_cast<size_t>(settings.flush_bytes) : 0);
+  // Kept across calls: allocating (and page-faulting) the flush buffer per candidate costs more
+  // than the candidates themselves on small shapes.
+  static std::vector<uint8_t> flush;
+  flush.resize(settings.cold_cache ? static_cast<size_t>(settings.flush_bytes) : 0);
   DecodeArgs a = input.args();
   a.out = out.data();
   a.lse = s.return_lse ? lse.data() : nullptr;

@@ -20,7 +20,7 @@ struct TimingResult {
 // Times `variant` with `params` on `input`: settings.warmup untimed runs, then settings.samples
 // samples of one run each, measured with a monotonic clock around the run only; with cold_cache,
 // settings.flush_bytes of memory are written before every sample to evict the caches. Throws
-// LaunchError if a run fails.
+// LaunchError if a run fails. Not reentrant: the tuner times one candidate at a time.
 TimingResult time_candidate(const Variant& variant, const LaunchParams& params,
                             const ValidationCase& input, const TimingSettings& settings);
 

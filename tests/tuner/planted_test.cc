@@ -8,6 +8,7 @@
 
 #include <filesystem>
 
+#include "runtime/winner_table.h"
 #include "tuner/test_variants.h"
 #include "tuner/tune.h"
 
@@ -140,6 +141,37 @@ TEST_F(PlantedTest, SingleRowAndOneInFiveAreRejectedEverywhere) {
       }
     }
   }
+}
+
+TEST_F(PlantedTest, RuntimeNeverReturnsAPlantedFaultWhereItIsWrong) {
+  OpenOptions options;
+  options.registry = registry_;  // the runtime knows the planted variants' code, as the tuner did
+  auto table = WinnerTable::open(path_, options);
+  EXPECT_EQ(table->stats().usable, 4);
+  int lookups = 0;
+  for (const BucketKey& b : config_->buckets()) {
+    for (int32_t batch = b.batch_lo; batch <= b.batch_hi; ++batch) {
+      for (int32_t kv = std::max(b.kv_lo, b.key.qlen); kv <= b.kv_hi; ++kv) {
+        mlatune_decode_key k{b.key.heads, b.key.qlen, static_cast<int32_t>(b.key.q_dtype),
+                             static_cast<int32_t>(b.key.kv_dtype), b.key.page_size,
+                             b.key.lse ? 1 : 0, batch, kv};
+        mlatune_selection sel{};
+        ASSERT_EQ(table->lookup(k, &sel), MLATUNE_STATUS_OK) << b.to_string();
+        ++lookups;
+        std::string variant = sel.variant;
+        EXPECT_NE(variant, "planted_one_row_v1");
+        EXPECT_NE(variant, "planted_one_in_five_v1");
+        if (seed_bug_applies(b.key) && variant == "planted_seed_bug_v1") {
+          EXPECT_EQ(sel.kv_splits, 1);
+        }
+      }
+    }
+  }
+  EXPECT_GT(lookups, 400);
+  // Just outside the tuned space: refused, never guessed.
+  mlatune_decode_key outside{16, 2, 1, 1, 16, 0, 1, 50};
+  mlatune_selection sel{};
+  EXPECT_EQ(table->lookup(outside, &sel), MLATUNE_STATUS_UNTUNED);
 }
 
 TEST_F(PlantedTest, DatabaseRefusesAWinnerThatDidNotPass) {

@@ -8,6 +8,18 @@
 #include "tuner/tune.h"
 
 namespace mlatune::cli {
+namespace {
+// A config that cannot be read is a config error (exit code 3), like one that does not parse.
+TuneConfig read_config(const std::string& path) {
+  try {
+    return load_config(path);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ConfigError(e.what());
+  }
+}
+}  // namespace
 
 void add_tune_command(CLI::App& app, int& exit_code) {
   struct Options {
@@ -24,7 +36,7 @@ void add_tune_command(CLI::App& app, int& exit_code) {
                 "continue an interrupted run: skip buckets already recorded");
   cmd->callback([opts, &exit_code] {
     exit_code = run_guarded([&] {
-      TuneConfig config = load_config(opts->config);
+      TuneConfig config = read_config(opts->config);
       Registry registry = builtin_registry();
       std::vector<Candidate> candidates = enumerate_candidates(config, registry);
       auto db = TuningDb::open_for_tuning(

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# End-to-end tests of the mlatune CLI: exit codes, messages, and that no command loses data.
+# Usage: cli_test.sh MLATUNE_BINARY SOURCE_DIR WORK_DIR
+set -uo pipefail
+mlatune=$1
+src=$2
+work=$3/cli-$$
+rm -rf "$work" && mkdir -p "$work"
+trap 'rm -rf "$work"' EXIT
+tiny=$src/tests/cli/tiny.yaml
+passed=0
+failed=0
+
+# expect CODE NEEDLE -- command...: runs the command, checks its exit code and that its combined
+# output contains NEEDLE (skip with "").
+expect() {
+  local code=$1 needle=$2
+  shift 3
+  local out
+  out=$("$@" 2>&1)
+  local got=$?
+  if [[ $got -ne $code ]]; then
+    echo "FAIL: '$*' exited $got, expected $code; output:"; echo "$out" | tail -5
+    failed=$((failed + 1)); return
+  fi
+  if [[ -n $needle && $out != *"$needle"* ]]; then
+    echo "FAIL: '$*' output lacks '$needle'; output:"; echo "$out" | tail -5
+    failed=$((failed + 1)); return
+  fi
+  passed=$((passed + 1))
+}
+
+# Usage errors.
+expect 2 "" -- "$mlatune"
+expect 2 "" -- "$mlatune" tune --config "$tiny"
+expect 2 "" -- "$mlatune" frobnicate
+expect 0 "tune" -- "$mlatune" --help
+expect 0 "host_split_kv_v1" -- "$mlatune" variants
+
+# Config errors name file:line:column.
+printf 'backend: host\nspaces:\n  - heads: [16]\n    qlen: [0]\n' > "$work/bad.yaml"
+expect 3 "bad.yaml:4:" -- "$mlatune" tune --config "$work/bad.yaml" --db "$work/x.db"
+printf 'backend: host\nbogus_key: 1\n' > "$work/unknown.yaml"
+expect 3 "unknown.yaml:2:1: " -- "$mlatune" tune --config "$work/unknown.yaml" --db "$work/x.db"
+expect 3 "missing.yaml" -- "$mlatune" tune --config "$work/missing.yaml" --db "$work/x.db"
+[[ ! -e $work/x.db ]] || { echo "FAIL: a config error created the database"; failed=$((failed + 1)); }
+
+# A real (tiny) tune, then everything that reads it.
+db=$work/tiny.db
+expect 0 "tuned 2 buckets (2 with a winner" -- "$mlatune" tune --config "$tiny" --db "$db"
+expect 0 "cli-tiny" -- "$mlatune" show --db "$db"
+expect 0 "WINNER" -- "$mlatune" explain --db "$db" --heads 4 --qlen 2 --page-size 16 --lse \
+  --batch 2 --max-kv 50
+expect 0 "host_" -- "$mlatune" lookup --db "$db" --heads 4 --qlen 2 --page-size 16 --lse \
+  --batch 1 --max-kv 80
+# Untuned: outside every bucket, or a discrete key nobody tuned; the message names what is near.
+expect 5 "untuned" -- "$mlatune" lookup --db "$db" --heads 4 --qlen 2 --page-size 16 --lse \
+  --batch 3 --max-kv 50
+expect 5 "heads=4" -- "$mlatune" lookup --db "$db" --heads 8 --qlen 2 --page-size 16 --lse \
+  --batch 1 --max-kv 50
+expect 2 "invalid argument" -- "$mlatune" lookup --db "$db" --heads 4 --qlen 2 --page-size 16 \
+  --lse --batch 1 --max-kv 1
+
+# An existing database is never overwritten; --resume continues and skips what is done.
+sum=$(sha256sum "$db" | cut -d' ' -f1)
+expect 4 "already exists" -- "$mlatune" tune --config "$tiny" --db "$db"
+[[ $(sha256sum "$db" | cut -d' ' -f1) == "$sum" ]] ||
+  { echo "FAIL: a refused tune changed the database"; failed=$((failed + 1)); }
+expect 0 "2 already present" -- "$mlatune" tune --config "$tiny" --db "$db" --resume
+printf '# edited\n' | cat - "$tiny" > "$work/edited.yaml"
+expect 4 "differs from this config" -- "$mlatune" tune --config "$work/edited.yaml" --db "$db" \
+  --resume
+expect 4 "needs an existing database" -- "$mlatune" tune --config "$tiny" --db "$work/none.db" \
+  --resume
+
+# Interrupted and resumed: SIGKILL after the first bucket, then --resume finishes the rest.
+printf '%s\n' "$(sed 's/kv_len_edges: \[40, 80\]/kv_len_edges: [40, 80, 120, 160]/' "$tiny")" \
+  > "$work/four.yaml"
+"$mlatune" tune --config "$work/four.yaml" --db "$work/four.db" 2>"$work/four.log" &
+pid=$!
+for _ in $(seq 1 200); do
+  grep -q '^\[1/4\]' "$work/four.log" 2>/dev/null && break
+  sleep 0.05
+done
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+expect 0 "tuned" -- "$mlatune" tune --config "$work/four.yaml" --db "$work/four.db" --resume
+expect 0 "121-160" -- "$mlatune" show --db "$work/four.db"
+expect 0 "" -- "$mlatune" lookup --db "$work/four.db" --heads 4 --qlen 2 --page-size 16 --lse \
+  --batch 2 --max-kv 150
+
+# Damaged databases are refused with exit code 4, never a crash.
+head -c 3000 "$db" > "$work/truncated.db"
+expect 4 "" -- "$mlatune" lookup --db "$work/truncated.db" --heads 4 --qlen 2 --page-size 16 \
+  --lse --batch 1 --max-kv 50
+echo "not a database" > "$work/text.db"
+expect 4 "corrupt" -- "$mlatune" lookup --db "$work/text.db" --heads 4 --qlen 2 --page-size 16 \
+  --lse --batch 1 --max-kv 50
+expect 4 "" -- "$mlatune" show --db "$work/text.db"
+expect 4 "" -- "$mlatune" show --db "$work/missing.db"
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
