@@ -42,8 +42,8 @@ int SqliteDb::user_version() {
 void SqliteDb::set_user_version(int v) { exec("PRAGMA user_version = " + std::to_string(v)); }
 
 Statement::Statement(const SqliteDb& db, std::string_view sql) : db_(db), sql_(sql) {
-  int rc = sqlite3_prepare_v2(db.get(), sql_.data(), static_cast<int>(sql_.size()), &stmt_,
-                              nullptr);
+  int rc =
+      sqlite3_prepare_v2(db.get(), sql_.data(), static_cast<int>(sql_.size()), &stmt_, nullptr);
   if (rc != SQLITE_OK) db_.fail(rc, "preparing '" + sql_ + "'");
 }
 
@@ -51,25 +51,29 @@ Statement::~Statement() { sqlite3_finalize(stmt_); }
 
 Statement& Statement::bind(int i, int64_t v) {
   int rc = sqlite3_bind_int64(stmt_, i, v);
-  if (rc != SQLITE_OK) db_.fail(rc, "binding parameter " + std::to_string(i) + " of '" + sql_ + "'");
+  if (rc != SQLITE_OK)
+    db_.fail(rc, "binding parameter " + std::to_string(i) + " of '" + sql_ + "'");
   return *this;
 }
 
 Statement& Statement::bind(int i, double v) {
   int rc = sqlite3_bind_double(stmt_, i, v);
-  if (rc != SQLITE_OK) db_.fail(rc, "binding parameter " + std::to_string(i) + " of '" + sql_ + "'");
+  if (rc != SQLITE_OK)
+    db_.fail(rc, "binding parameter " + std::to_string(i) + " of '" + sql_ + "'");
   return *this;
 }
 
 Statement& Statement::bind(int i, std::string_view v) {
   int rc = sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-  if (rc != SQLITE_OK) db_.fail(rc, "binding parameter " + std::to_string(i) + " of '" + sql_ + "'");
+  if (rc != SQLITE_OK)
+    db_.fail(rc, "binding parameter " + std::to_string(i) + " of '" + sql_ + "'");
   return *this;
 }
 
 Statement& Statement::bind(int i, std::nullopt_t) {
   int rc = sqlite3_bind_null(stmt_, i);
-  if (rc != SQLITE_OK) db_.fail(rc, "binding parameter " + std::to_string(i) + " of '" + sql_ + "'");
+  if (rc != SQLITE_OK)
+    db_.fail(rc, "binding parameter " + std::to_string(i) + " of '" + sql_ + "'");
   return *this;
 }
 

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 
 #include "db/digest.h"
 #include "db/schema_sql.h"
@@ -79,7 +79,7 @@ const char* kBucketKeyWhere =
 
 std::string now_utc() {
   time_t t = time(nullptr);
-  struct tm tm{};
+  struct tm tm {};
   gmtime_r(&t, &tm);
   char buf[32];
   strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -97,8 +97,9 @@ int lock_exclusively(const std::string& path) {
     int err = errno;
     ::close(fd);
     if (err == EWOULDBLOCK) {
-      throw DbError(SQLITE_BUSY, path + ": another mlatune tune is writing this database; wait "
-                                        "for it to finish or use another file");
+      throw DbError(SQLITE_BUSY, path +
+                                     ": another mlatune tune is writing this database; wait "
+                                     "for it to finish or use another file");
     }
     throw DbError(SQLITE_IOERR, path + ": cannot lock: " + std::strerror(err));
   }
@@ -107,7 +108,8 @@ int lock_exclusively(const std::string& path) {
 
 }  // namespace
 
-TuningDb::TuningDb(std::unique_ptr<SqliteDb> db, int lock_fd) : db_(std::move(db)), lock_fd_(lock_fd) {}
+TuningDb::TuningDb(std::unique_ptr<SqliteDb> db, int lock_fd)
+    : db_(std::move(db)), lock_fd_(lock_fd) {}
 
 TuningDb::~TuningDb() {
   db_.reset();
@@ -115,17 +117,18 @@ TuningDb::~TuningDb() {
 }
 
 std::unique_ptr<TuningDb> TuningDb::open_for_tuning(const std::string& path, Mode mode,
-                                                     const Provenance& provenance,
-                                                     const std::vector<VariantRecord>& variants) {
-  struct stat st{};
+                                                    const Provenance& provenance,
+                                                    const std::vector<VariantRecord>& variants) {
+  struct stat st {};
   bool exists = ::stat(path.c_str(), &st) == 0;
   if (exists && !S_ISREG(st.st_mode)) {
     throw DbError(SQLITE_CANTOPEN, path + ": not a regular file");
   }
   bool empty = !exists || st.st_size == 0;
   if (mode == Mode::kCreate && !empty) {
-    throw DbError(SQLITE_CANTOPEN, path + ": already exists; pass --resume to continue tuning it, "
-                                          "or choose a new file (nothing was changed)");
+    throw DbError(SQLITE_CANTOPEN, path +
+                                       ": already exists; pass --resume to continue tuning it, "
+                                       "or choose a new file (nothing was changed)");
   }
   if (mode == Mode::kResume && empty) {
     throw DbError(SQLITE_CANTOPEN, path + ": --resume needs an existing database (" +
@@ -152,7 +155,7 @@ std::unique_ptr<TuningDb> TuningDb::open_for_tuning(const std::string& path, Mod
 }
 
 std::unique_ptr<TuningDb> TuningDb::open_read_only(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     throw DbError(SQLITE_CANTOPEN, path + ": " + std::strerror(errno));
   }
@@ -212,8 +215,8 @@ void TuningDb::check_resumable(const Provenance& p, const std::vector<VariantRec
   }
   Provenance stored = provenance();
   if (!p.device.matches(stored.device)) {
-    throw DbError(SQLITE_MISMATCH, path + ": tuned on " + stored.device.to_string() +
-                                       ", this is " + p.device.to_string() + "; cannot resume");
+    throw DbError(SQLITE_MISMATCH, path + ": tuned on " + stored.device.to_string() + ", this is " +
+                                       p.device.to_string() + "; cannot resume");
   }
   if (stored.config_hash != p.config_hash) {
     throw DbError(SQLITE_MISMATCH, path + ": started with config '" + stored.config_name +
@@ -326,7 +329,8 @@ Provenance TuningDb::provenance() {
 }
 
 std::vector<VariantRecord> TuningDb::variants() {
-  Statement st(*db_, "SELECT name, backend, code_identity, description FROM variants ORDER BY name");
+  Statement st(*db_,
+               "SELECT name, backend, code_identity, description FROM variants ORDER BY name");
   std::vector<VariantRecord> out;
   while (st.step()) {
     out.push_back({st.column_text(0), st.column_text(1), st.column_text(2), st.column_text(3)});

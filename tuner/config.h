@@ -59,11 +59,11 @@ struct ValidationSettings {
 };
 
 struct TimingSettings {
-  int32_t warmup = 2;             // untimed runs before sampling
-  int32_t samples = 15;           // timed samples (median and interquartile range reported)
-  bool cold_cache = true;         // flush caches before every sample
-  int64_t flush_bytes = 64 << 20; // bytes written to evict caches (host: larger than the LLC)
-  double tie_fraction = 0.03;     // medians within this fraction tie; the simpler candidate wins
+  int32_t warmup = 2;              // untimed runs before sampling
+  int32_t samples = 15;            // timed samples (median and interquartile range reported)
+  bool cold_cache = true;          // flush caches before every sample
+  int64_t flush_bytes = 64 << 20;  // bytes written to evict caches (host: larger than the LLC)
+  double tie_fraction = 0.03;      // medians within this fraction tie; the simpler candidate wins
   double candidate_timeout_s = 30.0;  // a single run slower than this is recorded as timed_out
 };
 

@@ -82,10 +82,9 @@ std::optional<Failure> check_outputs(const ValidationCase& c, const Tolerance& t
   for (int64_t i = 0; i < s.out_elems(); ++i) {
     float v = bf16_to_float(out[i]);
     if (!std::isfinite(v)) {
-      return Failure{Disposition::kIncorrect,
-                     std::string(std::isnan(v) ? "NaN" : "Inf") + " in the output",
-                     c.label + " " + row_name(s, i / kHeadDimV) + " dim " +
-                         std::to_string(i % kHeadDimV)};
+      return Failure{
+          Disposition::kIncorrect, std::string(std::isnan(v) ? "NaN" : "Inf") + " in the output",
+          c.label + " " + row_name(s, i / kHeadDimV) + " dim " + std::to_string(i % kHeadDimV)};
     }
   }
   if (lse) {
@@ -193,8 +192,8 @@ TrialRecord BucketValidator::validate(const Variant& v, const LaunchParams& p) c
   for (const ValidationCase& c : cases_) {
     Support sup = v.can_implement(c.shape, p);
     if (!sup.ok) {
-      return finish(Failure{Disposition::kUnsupported, sup.reason.empty() ? "refused" : sup.reason,
-                            c.label});
+      return finish(
+          Failure{Disposition::kUnsupported, sup.reason.empty() ? "refused" : sup.reason, c.label});
     }
   }
   for (const ValidationCase& c : cases_) {
@@ -253,13 +252,12 @@ TrialRecord BucketValidator::validate(const Variant& v, const LaunchParams& p) c
           (s.return_lse && std::memcmp(first_lse.data(), lse.data(), lse.size()) != 0)) {
         size_t i = 0;
         while (i < out.size() && first_out[i] == out.data()[i]) ++i;
-        std::string where = i < out.size()
-                                ? row_name(s, static_cast<int64_t>(i / 2 / kHeadDimV))
-                                : std::string("the LSE");
-        return finish(Failure{Disposition::kIncorrect,
-                              "nondeterministic: run " + std::to_string(run + 1) +
-                                  " differs bitwise from run 1",
-                              c.label + " " + where});
+        std::string where = i < out.size() ? row_name(s, static_cast<int64_t>(i / 2 / kHeadDimV))
+                                           : std::string("the LSE");
+        return finish(Failure{
+            Disposition::kIncorrect,
+            "nondeterministic: run " + std::to_string(run + 1) + " differs bitwise from run 1",
+            c.label + " " + where});
       }
     }
   }

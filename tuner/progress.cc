@@ -18,8 +18,8 @@ std::string Progress::eta() const {
   int64_t tuned = done_ - skipped_;
   std::string s = "elapsed " + clock_text(elapsed);
   if (tuned > 0) {
-    s += ", ETA " + clock_text(elapsed / static_cast<double>(tuned) *
-                               static_cast<double>(total_ - done_));
+    s += ", ETA " +
+         clock_text(elapsed / static_cast<double>(tuned) * static_cast<double>(total_ - done_));
   }
   return s;
 }
@@ -34,17 +34,16 @@ void Progress::bucket_started(int64_t index, const std::string& bucket, int64_t 
 void Progress::candidate_done(int64_t done) {
   if (!live_) return;
   std::fprintf(out_, "\r\033[K[%lld/%lld] %s: candidate %lld/%lld (%s)",
-               static_cast<long long>(index_ + 1), static_cast<long long>(total_),
-               bucket_.c_str(), static_cast<long long>(done),
-               static_cast<long long>(candidates_), eta().c_str());
+               static_cast<long long>(index_ + 1), static_cast<long long>(total_), bucket_.c_str(),
+               static_cast<long long>(done), static_cast<long long>(candidates_), eta().c_str());
   std::fflush(out_);
 }
 
 void Progress::bucket_done(const std::string& outcome) {
   ++done_;
   std::fprintf(out_, "%s[%lld/%lld] %s: %s (%s)\n", live_ ? "\r\033[K" : "",
-               static_cast<long long>(index_ + 1), static_cast<long long>(total_),
-               bucket_.c_str(), outcome.c_str(), eta().c_str());
+               static_cast<long long>(index_ + 1), static_cast<long long>(total_), bucket_.c_str(),
+               outcome.c_str(), eta().c_str());
   std::fflush(out_);
 }
 
@@ -52,8 +51,8 @@ void Progress::bucket_skipped(const std::string& bucket) {
   ++done_;
   ++skipped_;
   if (!live_) {
-    std::fprintf(out_, "[%lld/%lld] %s: already tuned, skipped\n",
-                 static_cast<long long>(done_), static_cast<long long>(total_), bucket.c_str());
+    std::fprintf(out_, "[%lld/%lld] %s: already tuned, skipped\n", static_cast<long long>(done_),
+                 static_cast<long long>(total_), bucket.c_str());
   }
 }
 

@@ -51,9 +51,8 @@ std::vector<Candidate> enumerate_candidates(const TuneConfig& config, const Regi
   std::vector<Candidate> out;
   for (const Variant* v : registry.all()) {
     if (backend_name(v->backend()) != config.backend) continue;
-    if (!config.variants.empty() &&
-        std::find(config.variants.begin(), config.variants.end(), v->name()) ==
-            config.variants.end()) {
+    if (!config.variants.empty() && std::find(config.variants.begin(), config.variants.end(),
+                                              v->name()) == config.variants.end()) {
       continue;
     }
     ParamSpace space = v->param_space();
@@ -68,8 +67,7 @@ std::vector<Candidate> enumerate_candidates(const TuneConfig& config, const Regi
     for (const LaunchParams& p : space.enumerate()) out.push_back({v, p});
   }
   if (out.empty()) {
-    throw ConfigError(config.path + ": no variant of backend '" + config.backend +
-                      "' is selected");
+    throw ConfigError(config.path + ": no variant of backend '" + config.backend + "' is selected");
   }
   return out;
 }
@@ -117,14 +115,13 @@ std::vector<VariantRecord> variant_records(const std::vector<Candidate>& candida
   for (const Candidate& c : candidates) {
     if (!out.empty() && out.back().name == c.variant->name()) continue;
     out.push_back({std::string(c.variant->name()), std::string(backend_name(c.variant->backend())),
-                   std::string(c.variant->code_identity()),
-                   std::string(c.variant->description())});
+                   std::string(c.variant->code_identity()), std::string(c.variant->description())});
   }
   return out;
 }
 
-TuneSummary tune(const TuneConfig& config, const std::vector<Candidate>& candidates,
-                 TuningDb& db, Progress& progress) {
+TuneSummary tune(const TuneConfig& config, const std::vector<Candidate>& candidates, TuningDb& db,
+                 Progress& progress) {
   auto start = std::chrono::steady_clock::now();
   const std::vector<BucketKey> buckets = config.buckets();
   TuneSummary summary;
@@ -176,8 +173,7 @@ TuneSummary tune(const TuneConfig& config, const std::vector<Candidate>& candida
       progress.bucket_done("NO VALID CANDIDATE, " + counts);
     }
   }
-  summary.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }
 

@@ -43,7 +43,7 @@ Provenance make_provenance(const TuneConfig& config, const Registry& registry);
 std::vector<VariantRecord> variant_records(const std::vector<Candidate>& candidates);
 
 // Tunes every bucket of `config` not yet in `db`.
-TuneSummary tune(const TuneConfig& config, const std::vector<Candidate>& candidates,
-                 TuningDb& db, Progress& progress);
+TuneSummary tune(const TuneConfig& config, const std::vector<Candidate>& candidates, TuningDb& db,
+                 Progress& progress);
 
 }  // namespace mlatune

@@ -198,28 +198,30 @@ ValidationCase make_case_inputs(const BucketKey& b, const ValidationPoint& p, ui
 
 std::string_view pattern_name(InputPattern p) {
   switch (p) {
-    case InputPattern::kRandom: return "random";
-    case InputPattern::kPeaked: return "peaked";
-    case InputPattern::kWideRange: return "wide-range";
-    case InputPattern::kCausalTrap: return "causal-trap";
+    case InputPattern::kRandom:
+      return "random";
+    case InputPattern::kPeaked:
+      return "peaked";
+    case InputPattern::kWideRange:
+      return "wide-range";
+    case InputPattern::kCausalTrap:
+      return "causal-trap";
   }
   return "?";
 }
 
 std::vector<ValidationPoint> validation_points(const BucketKey& b, int32_t interior) {
   const int32_t kv_lo = std::max(b.kv_lo, b.key.qlen);
-  std::vector<ValidationPoint> pts = {{b.batch_lo, kv_lo},
-                                      {b.batch_hi, b.kv_hi},
-                                      {b.batch_lo, b.kv_hi},
-                                      {b.batch_hi, kv_lo}};
+  std::vector<ValidationPoint> pts = {
+      {b.batch_lo, kv_lo}, {b.batch_hi, b.kv_hi}, {b.batch_lo, b.kv_hi}, {b.batch_hi, kv_lo}};
   Rng rng(0x5eed ^ (uint64_t(b.batch_lo) << 20) ^ uint64_t(b.kv_lo));
   for (int32_t i = 0; i < interior; ++i) {
     if (b.batch_hi - b.batch_lo < 2 && b.kv_hi - kv_lo < 2) break;
     int32_t batch = b.batch_hi - b.batch_lo >= 2
                         ? static_cast<int32_t>(rng.range(b.batch_lo + 1, b.batch_hi - 1))
                         : b.batch_lo;
-    int32_t kv = b.kv_hi - kv_lo >= 2 ? static_cast<int32_t>(rng.range(kv_lo + 1, b.kv_hi - 1))
-                                      : kv_lo;
+    int32_t kv =
+        b.kv_hi - kv_lo >= 2 ? static_cast<int32_t>(rng.range(kv_lo + 1, b.kv_hi - 1)) : kv_lo;
     pts.push_back({batch, kv});
   }
   std::vector<ValidationPoint> unique;
@@ -241,8 +243,8 @@ DecodeArgs ValidationCase::args() const {
   return a;
 }
 
-ValidationCase make_validation_case(const BucketKey& b, const ValidationPoint& point,
-                                    uint64_t seed, InputPattern pattern, double sm_scale,
+ValidationCase make_validation_case(const BucketKey& b, const ValidationPoint& point, uint64_t seed,
+                                    InputPattern pattern, double sm_scale,
                                     const ValidationSettings& settings, int reference_threads) {
   ValidationCase c = make_case_inputs(b, point, seed, pattern, sm_scale, false);
   Rng rng(seed * 31 + 7);

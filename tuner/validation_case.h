@@ -34,12 +34,12 @@ std::vector<ValidationPoint> validation_points(const BucketKey& b, int32_t inter
 struct ValidationCase {
   std::string label;  // "point 2 (batch=4 max_kv=257) seed 1 peaked"
   DecodeShape shape;
-  std::vector<int32_t> kv_lens;      // [batch]
-  std::vector<int32_t> block_table;  // [batch, max_pages_per_seq], unused slots poisoned
-  std::vector<uint8_t> q;            // [tokens, heads, 576] raw q_dtype elements
-  std::vector<uint8_t> kv;           // [num_pages, page_size, 576], unused rows NaN-poisoned
-  std::vector<int64_t> checked_rows; // (token * heads + head) rows compared with the reference
-  ReferenceResult ref;               // laid out by checked_rows
+  std::vector<int32_t> kv_lens;       // [batch]
+  std::vector<int32_t> block_table;   // [batch, max_pages_per_seq], unused slots poisoned
+  std::vector<uint8_t> q;             // [tokens, heads, 576] raw q_dtype elements
+  std::vector<uint8_t> kv;            // [num_pages, page_size, 576], unused rows NaN-poisoned
+  std::vector<int64_t> checked_rows;  // (token * heads + head) rows compared with the reference
+  ReferenceResult ref;                // laid out by checked_rows
 
   DecodeArgs args() const;  // q, kv, block_table, kv_lens set; outputs and workspace left null
 };
@@ -47,8 +47,8 @@ struct ValidationCase {
 // Builds the inputs of one (point, seed, pattern) and the reference of its checked rows: every
 // row when the point has at most settings.full_check_rows rows, otherwise every row of the
 // longest sampled_sequences sequences plus sampled_rows random rows of the others.
-ValidationCase make_validation_case(const BucketKey& b, const ValidationPoint& point,
-                                    uint64_t seed, InputPattern pattern, double sm_scale,
+ValidationCase make_validation_case(const BucketKey& b, const ValidationPoint& point, uint64_t seed,
+                                    InputPattern pattern, double sm_scale,
                                     const ValidationSettings& settings, int reference_threads);
 
 // Inputs for timing a bucket: its midpoint, every sequence at the point's max length, random

@@ -128,8 +128,7 @@ std::unique_ptr<Variant> wrap_external_variant(const mlatune_variant_v1* d) {
     throw std::invalid_argument("external variant: name must match [a-z][a-z0-9_]{0,62}");
   }
   if (!d->can_implement || !d->workspace_bytes || !d->run) {
-    throw std::invalid_argument("external variant '" + std::string(d->name) +
-                                "': null callback");
+    throw std::invalid_argument("external variant '" + std::string(d->name) + "': null callback");
   }
   return std::make_unique<ExternalVariant>(*d);
 }

@@ -25,8 +25,8 @@ inline constexpr int32_t kMaxBatch = 1 << 16;
 inline constexpr int32_t kMaxQlen = 16;
 inline constexpr int32_t kMaxHeads = 1024;
 inline constexpr int32_t kMaxPageSize = 4096;
-inline constexpr int64_t kMaxKvLen = int64_t{1} << 24;       // 16 Mi keys per sequence
-inline constexpr int64_t kMaxPoolPages = int64_t{1} << 31;   // page ids are int32
+inline constexpr int64_t kMaxKvLen = int64_t{1} << 24;      // 16 Mi keys per sequence
+inline constexpr int64_t kMaxPoolPages = int64_t{1} << 31;  // page ids are int32
 
 enum class DType : uint8_t {
   kBF16 = 0,
@@ -54,15 +54,15 @@ struct DecodeKey {
 
 // Shapes and scalars of one decode call (no data).
 struct DecodeShape {
-  int32_t batch = 0;       // sequences
-  int32_t qlen = 0;        // query tokens per sequence; > 1 is causal (MTP / speculative verify)
-  int32_t heads = 0;       // query heads sharing the latent KV head (= gqa ratio)
-  int32_t page_size = 0;   // KV rows per page
+  int32_t batch = 0;      // sequences
+  int32_t qlen = 0;       // query tokens per sequence; > 1 is causal (MTP / speculative verify)
+  int32_t heads = 0;      // query heads sharing the latent KV head (= gqa ratio)
+  int32_t page_size = 0;  // KV rows per page
   DType q_dtype = DType::kBF16;
   DType kv_dtype = DType::kBF16;
-  float q_scale = 1.0f;    // per-tensor dequantisation scale of q (must be 1 for bf16 q)
-  float kv_scale = 1.0f;   // per-tensor dequantisation scale of the KV cache (1 for bf16 kv)
-  float sm_scale = 0.0f;   // softmax scale applied to q.k
+  float q_scale = 1.0f;   // per-tensor dequantisation scale of q (must be 1 for bf16 q)
+  float kv_scale = 1.0f;  // per-tensor dequantisation scale of the KV cache (1 for bf16 kv)
+  float sm_scale = 0.0f;  // softmax scale applied to q.k
   bool return_lse = false;
   int64_t num_pages = 0;          // pages in the KV pool
   int32_t max_pages_per_seq = 0;  // row stride of the block table

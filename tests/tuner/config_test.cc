@@ -206,7 +206,11 @@ TEST(ConfigTest, ShippedHostSmokeLoads) {
   EXPECT_EQ(c.timing.samples, 9);
   EXPECT_EQ(c.timing.flush_bytes, 32 << 20);
   EXPECT_TRUE(c.variants.empty());
-  EXPECT_TRUE(c.params.empty());
+  ASSERT_EQ(c.params.size(), 3u);
+  const ParamSpace& split = c.params.at("host_split_kv_v1");
+  EXPECT_EQ(split.kv_splits, (std::vector<int32_t>{1, 2, 4}));
+  EXPECT_EQ(split.workers, (std::vector<int32_t>{1, 2}));
+  EXPECT_TRUE(split.kv_tile.empty());  // omitted: the variant's declared values
 }
 
 TEST(ConfigTest, DtypePairToString) {

@@ -3,7 +3,6 @@
 // The tuner must record their failures with reasons, pick passing candidates, and never let them
 // win where they are wrong.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -152,9 +151,14 @@ TEST_F(PlantedTest, RuntimeNeverReturnsAPlantedFaultWhereItIsWrong) {
   for (const BucketKey& b : config_->buckets()) {
     for (int32_t batch = b.batch_lo; batch <= b.batch_hi; ++batch) {
       for (int32_t kv = std::max(b.kv_lo, b.key.qlen); kv <= b.kv_hi; ++kv) {
-        mlatune_decode_key k{b.key.heads, b.key.qlen, static_cast<int32_t>(b.key.q_dtype),
-                             static_cast<int32_t>(b.key.kv_dtype), b.key.page_size,
-                             b.key.lse ? 1 : 0, batch, kv};
+        mlatune_decode_key k{b.key.heads,
+                             b.key.qlen,
+                             static_cast<int32_t>(b.key.q_dtype),
+                             static_cast<int32_t>(b.key.kv_dtype),
+                             b.key.page_size,
+                             b.key.lse ? 1 : 0,
+                             batch,
+                             kv};
         mlatune_selection sel{};
         ASSERT_EQ(table->lookup(k, &sel), MLATUNE_STATUS_OK) << b.to_string();
         ++lookups;
@@ -176,8 +180,7 @@ TEST_F(PlantedTest, RuntimeNeverReturnsAPlantedFaultWhereItIsWrong) {
 
 TEST_F(PlantedTest, DatabaseRefusesAWinnerThatDidNotPass) {
   SqliteDb db(path_, SQLITE_OPEN_READWRITE);
-  Statement failed(db,
-                   "SELECT id, bucket_id FROM trials WHERE disposition <> 'passed' LIMIT 1");
+  Statement failed(db, "SELECT id, bucket_id FROM trials WHERE disposition <> 'passed' LIMIT 1");
   ASSERT_TRUE(failed.step());
   int64_t trial = failed.column_int(0), bucket = failed.column_int(1);
   Statement upd(db, "UPDATE winners SET trial_id = ?1 WHERE bucket_id = ?2");

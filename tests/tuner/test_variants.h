@@ -48,7 +48,8 @@ class ReferenceKernel final : public Variant {
   size_t workspace_bytes(const DecodeShape&, const LaunchParams&) const override { return 0; }
   void run(const DecodeShape& s, const LaunchParams&, const DecodeArgs& a) const override {
     if (fault_ == Fault::kThrow) throw LaunchError("planted launch failure");
-    ReferenceResult r = fault_ == Fault::kLeakCausal ? leaky_reference(s, a) : reference_decode(s, a);
+    ReferenceResult r =
+        fault_ == Fault::kLeakCausal ? leaky_reference(s, a) : reference_decode(s, a);
     int64_t n = s.out_elems();
     if (fault_ == Fault::kSkipLastRow) n -= kHeadDimV;
     for (int64_t i = 0; i < n; ++i) a.out[i] = float_to_bf16(static_cast<float>(r.out[i]));
@@ -114,15 +115,15 @@ inline LaunchParams params_from_abi(const mlatune_launch_params_v1* p) {
 }
 
 inline DecodeArgs args_from_abi(const mlatune_decode_args_v1* a) {
-  return {a->q, a->kv, a->block_table, a->kv_lens, a->out, a->lse, a->workspace,
-          a->workspace_bytes};
+  return {a->q,   a->kv,  a->block_table, a->kv_lens,
+          a->out, a->lse, a->workspace,   a->workspace_bytes};
 }
 
 // Which planted fault a C-ABI variant carries (its `user` pointer).
 enum class PlantedFault {
-  kSeedBug,     // wrong exactly when heads == 16, qlen in {3, 4} and kv_splits > 1
-  kOneRow,      // one output row wrong, always
-  kOneInFive,   // wrong on every 5th call
+  kSeedBug,    // wrong exactly when heads == 16, qlen in {3, 4} and kv_splits > 1
+  kOneRow,     // one output row wrong, always
+  kOneInFive,  // wrong on every 5th call
 };
 
 struct PlantedState {

@@ -59,8 +59,8 @@ void add_explain_command(CLI::App& app, int& exit_code) {
         }
         if (!t.reason.empty()) std::printf("  reason: %s\n", t.reason.c_str());
         if (t.max_abs_err) {
-          std::printf("  errors: max abs %.3g, max %.3g x tolerance, min cosine %.6f", *t.max_abs_err,
-                      t.max_rel_err.value_or(0), t.min_cosine.value_or(0));
+          std::printf("  errors: max abs %.3g, max %.3g x tolerance, min cosine %.6f",
+                      *t.max_abs_err, t.max_rel_err.value_or(0), t.min_cosine.value_or(0));
           if (t.max_lse_err) std::printf(", max LSE err %.3g", *t.max_lse_err);
           std::printf("\n");
         }

@@ -27,11 +27,11 @@ void add_lookup_command(CLI::App& app, int& exit_code) {
     mlatune_selection sel{};
     st = mlatune_lookup(db, &key, &sel);
     if (st == MLATUNE_STATUS_OK) {
-      std::printf("%s: %s splits=%d tile=%d rows=%d workers=%d (bucket batch %d-%d, kv %d-%d, "
-                  "median %.2f us)\n",
-                  shape->describe().c_str(), sel.variant, sel.kv_splits, sel.kv_tile,
-                  sel.block_rows, sel.workers, sel.batch_lo, sel.batch_hi, sel.kv_lo, sel.kv_hi,
-                  sel.time_median_us);
+      std::printf(
+          "%s: %s splits=%d tile=%d rows=%d workers=%d (bucket batch %d-%d, kv %d-%d, "
+          "median %.2f us)\n",
+          shape->describe().c_str(), sel.variant, sel.kv_splits, sel.kv_tile, sel.block_rows,
+          sel.workers, sel.batch_lo, sel.batch_hi, sel.kv_lo, sel.kv_hi, sel.time_median_us);
       exit_code = kExitOk;
     } else {
       std::fprintf(stderr, "mlatune: lookup refused (%s): %s\n", mlatune_status_string(st),

@@ -15,11 +15,12 @@ void add_show_command(CLI::App& app, int& exit_code) {
     exit_code = run_guarded([&] {
       auto db = TuningDb::open_read_only(*db_path);
       Provenance p = db->provenance();
-      std::printf("database %s\n  device: %s\n  config: %s (%s), tool %s, kernel build %s, "
-                  "created %s\n",
-                  db_path->c_str(), p.device.to_string().c_str(), p.config_name.c_str(),
-                  p.config_hash.substr(0, 12).c_str(), p.tool_version.c_str(),
-                  p.kernel_build_id.c_str(), p.created_at.c_str());
+      std::printf(
+          "database %s\n  device: %s\n  config: %s (%s), tool %s, kernel build %s, "
+          "created %s\n",
+          db_path->c_str(), p.device.to_string().c_str(), p.config_name.c_str(),
+          p.config_hash.substr(0, 12).c_str(), p.tool_version.c_str(), p.kernel_build_id.c_str(),
+          p.created_at.c_str());
       // A winner is usable by this build only if its variant's code is the code validated.
       Registry registry = builtin_registry();
       std::map<std::string, bool> current;
@@ -32,8 +33,8 @@ void add_show_command(CLI::App& app, int& exit_code) {
                   "launch parameters", "median_us", "iqr_us", "max_err", "passed", "status");
       for (const BucketSummary& b : db->buckets()) {
         const DecodeKey& k = b.bucket.key;
-        std::string batch = std::to_string(b.bucket.batch_lo) + "-" +
-                            std::to_string(b.bucket.batch_hi);
+        std::string batch =
+            std::to_string(b.bucket.batch_lo) + "-" + std::to_string(b.bucket.batch_hi);
         std::string kv = std::to_string(b.bucket.kv_lo) + "-" + std::to_string(b.bucket.kv_hi);
         std::string passed = std::to_string(b.passed) + "/" + std::to_string(b.trials);
         std::printf("%5d %4d %-12s %-12s %4d %3d %11s %13s  ", k.heads, k.qlen,
@@ -41,8 +42,8 @@ void add_show_command(CLI::App& app, int& exit_code) {
                     std::string(dtype_name(k.kv_dtype)).c_str(), k.page_size, k.lse ? 1 : 0,
                     batch.c_str(), kv.c_str());
         if (!b.winner) {
-          std::printf("%-24s %-30s %10s %9s %9s %7s %s\n", "-", "-", "-", "-", "-",
-                      passed.c_str(), "NO VALID KERNEL");
+          std::printf("%-24s %-30s %10s %9s %9s %7s %s\n", "-", "-", "-", "-", "-", passed.c_str(),
+                      "NO VALID KERNEL");
           continue;
         }
         const TrialRecord& w = *b.winner;

@@ -43,17 +43,18 @@ void add_tune_command(CLI::App& app, int& exit_code) {
           opts->db, opts->resume ? TuningDb::Mode::kResume : TuningDb::Mode::kCreate,
           make_provenance(config, registry), variant_records(candidates));
       const int64_t buckets = static_cast<int64_t>(config.buckets().size());
-      std::fprintf(stderr, "tuning %s: %lld buckets x %zu candidates on %s\n",
-                   config.name.c_str(), static_cast<long long>(buckets), candidates.size(),
+      std::fprintf(stderr, "tuning %s: %lld buckets x %zu candidates on %s\n", config.name.c_str(),
+                   static_cast<long long>(buckets), candidates.size(),
                    host_device_info().to_string().c_str());
       Progress progress(stderr, isatty(fileno(stderr)) == 1, buckets);
       TuneSummary s = tune(config, candidates, *db, progress);
       db->finalize();
-      std::printf("tuned %lld buckets (%lld with a winner, %lld without a valid candidate, %lld "
-                  "already present) in %.1f s into %s\n",
-                  static_cast<long long>(s.tuned + s.no_valid), static_cast<long long>(s.tuned),
-                  static_cast<long long>(s.no_valid), static_cast<long long>(s.skipped),
-                  s.seconds, opts->db.c_str());
+      std::printf(
+          "tuned %lld buckets (%lld with a winner, %lld without a valid candidate, %lld "
+          "already present) in %.1f s into %s\n",
+          static_cast<long long>(s.tuned + s.no_valid), static_cast<long long>(s.tuned),
+          static_cast<long long>(s.no_valid), static_cast<long long>(s.skipped), s.seconds,
+          opts->db.c_str());
       return s.no_valid > 0 ? kExitNoValidKernel : kExitOk;
     });
   });

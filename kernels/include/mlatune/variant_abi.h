@@ -39,12 +39,12 @@ typedef struct mlatune_launch_params_v1 {
 } mlatune_launch_params_v1;
 
 typedef struct mlatune_decode_args_v1 {
-  const void* q;               /* [tokens, heads, 576] */
-  const void* kv;              /* [num_pages, page_size, 576] */
-  const int32_t* block_table;  /* [batch, max_pages_per_seq] */
-  const int32_t* kv_lens;      /* [batch] */
-  uint16_t* out;               /* [tokens, heads, 512] bf16 */
-  float* lse;                  /* [tokens, heads] or NULL */
+  const void* q;              /* [tokens, heads, 576] */
+  const void* kv;             /* [num_pages, page_size, 576] */
+  const int32_t* block_table; /* [batch, max_pages_per_seq] */
+  const int32_t* kv_lens;     /* [batch] */
+  uint16_t* out;              /* [tokens, heads, 512] bf16 */
+  float* lse;                 /* [tokens, heads] or NULL */
   void* workspace;
   size_t workspace_bytes;
 } mlatune_decode_args_v1;

@@ -6,10 +6,10 @@
 namespace mlatune {
 
 // One pass over each sequence's keys with an online (running max / running sum) softmax.
-const Variant& host_online_softmax_variant();   // name "host_online_softmax_v1"
+const Variant& host_online_softmax_variant();  // name "host_online_softmax_v1"
 // Keys processed in tiles of kv_tile: scores of a tile, then one rescale per tile.
-const Variant& host_tiled_kv_variant();         // name "host_tiled_kv_v1"
+const Variant& host_tiled_kv_variant();  // name "host_tiled_kv_v1"
 // Keys cut into kv_splits parts computed in parallel, then an LSE-merge combine step.
-const Variant& host_split_kv_variant();         // name "host_split_kv_v1"
+const Variant& host_split_kv_variant();  // name "host_split_kv_v1"
 
 }  // namespace mlatune

@@ -34,17 +34,17 @@ extern "C" {
 #endif
 
 typedef enum mlatune_status {
-  MLATUNE_STATUS_OK = 0,                /* success */
-  MLATUNE_STATUS_INVALID_ARGUMENT = 1,  /* NULL, out-of-range or inconsistent argument */
-  MLATUNE_STATUS_IO_ERROR = 2,          /* the file is missing or cannot be read */
-  MLATUNE_STATUS_CORRUPT = 3,           /* not an mlatune database, damaged, or fails integrity */
-  MLATUNE_STATUS_SCHEMA_MISMATCH = 4,   /* schema version from the past or the future */
-  MLATUNE_STATUS_FOREIGN_DEVICE = 5,    /* tuned on another backend, arch, device or CU count */
-  MLATUNE_STATUS_UNTUNED = 6,           /* no bucket covers the shape; message names nearest keys */
-  MLATUNE_STATUS_STALE = 7,             /* the winner's variant code differs from this build's */
-  MLATUNE_STATUS_NO_VALID_KERNEL = 8,   /* bucket tuned, but no candidate passed validation */
-  MLATUNE_STATUS_OUT_OF_MEMORY = 9,     /* an allocation failed during open */
-  MLATUNE_STATUS_INTERNAL = 10          /* a bug in mlatune; the message says where */
+  MLATUNE_STATUS_OK = 0,               /* success */
+  MLATUNE_STATUS_INVALID_ARGUMENT = 1, /* NULL, out-of-range or inconsistent argument */
+  MLATUNE_STATUS_IO_ERROR = 2,         /* the file is missing or cannot be read */
+  MLATUNE_STATUS_CORRUPT = 3,          /* not an mlatune database, damaged, or fails integrity */
+  MLATUNE_STATUS_SCHEMA_MISMATCH = 4,  /* schema version from the past or the future */
+  MLATUNE_STATUS_FOREIGN_DEVICE = 5,   /* tuned on another backend, arch, device or CU count */
+  MLATUNE_STATUS_UNTUNED = 6,          /* no bucket covers the shape; message names nearest keys */
+  MLATUNE_STATUS_STALE = 7,            /* the winner's variant code differs from this build's */
+  MLATUNE_STATUS_NO_VALID_KERNEL = 8,  /* bucket tuned, but no candidate passed validation */
+  MLATUNE_STATUS_OUT_OF_MEMORY = 9,    /* an allocation failed during open */
+  MLATUNE_STATUS_INTERNAL = 10         /* a bug in mlatune; the message says where */
 } mlatune_status;
 
 /* dtype codes (as mlatune_variant_abi.h). */
