@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "db/digest.h"
+#include "mla_decode/memory.h"
 #include "db/records.h"
 #include "db/sqlite_util.h"
 #include "mla_decode/problem.h"
@@ -318,8 +319,19 @@ std::unique_ptr<WinnerTable> WinnerTable::open(const std::string& path,
     const StoredProvenance stored = read_provenance(db, path);
     const DeviceInfo& tuned = stored.provenance.device;
 
-    const DeviceInfo expected =
-        options.expected_device ? *options.expected_device : host_device_info();
+    DeviceInfo expected;
+    if (options.expected_device) {
+      expected = *options.expected_device;
+    } else {
+      try {
+        expected = current_device_info(tuned.backend);
+      } catch (const std::exception& e) {
+        // No device of the database's backend in this process (a GPU database read by a CPU-only
+        // build or machine): it cannot match, so it is foreign like any other device.
+        expected.backend = "none";
+        expected.name = "no " + tuned.backend + " device (" + e.what() + ")";
+      }
+    }
     std::string override_note;
     if (!expected.matches(tuned)) {
       if (!options.allow_foreign_device) {

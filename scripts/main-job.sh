@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-bash scripts/build.sh
+MLATUNE_TARGETS=mlatune_cli bash scripts/build.sh
 mlatune=build/tuner/mlatune
 db=out/host-smoke.db
 mkdir -p out

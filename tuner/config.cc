@@ -528,7 +528,9 @@ std::string read_name(const Ctx& ctx, const Item& item) {
 
 std::string read_backend(const Ctx& ctx, const Item& item) {
   const std::string s = read_string(ctx, item);
-  if (s != "host") ctx.fail(item, "unknown backend " + quote(s) + " (allowed: host)");
+  if (s != "host" && s != "hip") {
+    ctx.fail(item, "unknown backend " + quote(s) + " (allowed: host, hip)");
+  }
   return s;
 }
 

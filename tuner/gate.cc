@@ -8,52 +8,10 @@
 #include <sstream>
 
 #include "mla_decode/numformat.h"
+#include "tuner/device_case.h"
 
 namespace mlatune {
-namespace {
-
-constexpr size_t kGuardBytes = 256;
-constexpr uint8_t kGuardByte = 0x5a;
-// 0xff bytes read as NaN in bf16 and fp32: a kernel that leaves part of its output unwritten, or
-// reads workspace it never wrote, produces NaN the gate sees.
-constexpr uint8_t kPrefillByte = 0xff;
-
-// A buffer with guard regions on both sides, to catch writes outside the payload.
-class GuardedBuffer {
- public:
-  explicit GuardedBuffer(size_t payload) : payload_(payload), bytes_(payload + 2 * kGuardBytes) {}
-  void refill() {
-    std::fill(bytes_.begin(), bytes_.begin() + kGuardBytes, kGuardByte);
-    std::fill(bytes_.begin() + kGuardBytes, bytes_.end() - kGuardBytes, kPrefillByte);
-    std::fill(bytes_.end() - kGuardBytes, bytes_.end(), kGuardByte);
-  }
-  uint8_t* data() { return payload_ ? bytes_.data() + kGuardBytes : nullptr; }
-  const uint8_t* data() const { return bytes_.data() + kGuardBytes; }
-  size_t size() const { return payload_; }
-  // Describes the first damaged guard byte, if any.
-  std::optional<std::string> damaged_guard(const char* what) const {
-    for (size_t i = 0; i < kGuardBytes; ++i) {
-      if (bytes_[i] != kGuardByte) {
-        return std::string("wrote before the start of ") + what + " (byte -" +
-               std::to_string(kGuardBytes - i) + ")";
-      }
-      if (bytes_[kGuardBytes + payload_ + i] != kGuardByte) {
-        return std::string("wrote past the end of ") + what + " (byte +" + std::to_string(i) + ")";
-      }
-    }
-    return std::nullopt;
-  }
-
- private:
-  size_t payload_;
-  std::vector<uint8_t> bytes_;
-};
-
-std::string row_name(const DecodeShape& s, int64_t row) {
-  int64_t token = row / s.heads, head = row % s.heads;
-  return "token " + std::to_string(token) + " (seq " + std::to_string(token / s.qlen) + ", q " +
-         std::to_string(token % s.qlen) + ") head " + std::to_string(head);
-}
+namespace gate_detail {
 
 struct Failure {
   Disposition disposition;
@@ -67,6 +25,66 @@ struct Metrics {
   std::string worst_row;
   int64_t rows = 0;
 };
+
+}  // namespace gate_detail
+
+namespace {
+using gate_detail::Failure;
+using gate_detail::Metrics;
+
+
+constexpr size_t kGuardBytes = 256;
+constexpr uint8_t kGuardByte = 0x5a;
+// 0xff bytes read as NaN in bf16 and fp32: a kernel that leaves part of its output unwritten, or
+// reads workspace it never wrote, produces NaN the gate sees.
+constexpr uint8_t kPrefillByte = 0xff;
+
+// A buffer in a backend's memory with guard regions on both sides, to catch writes outside the
+// payload. The host inspects a copy taken after the run.
+class GuardedBuffer {
+ public:
+  GuardedBuffer(MemorySpace& m, size_t payload)
+      : memory_(m), payload_(payload), device_(m, payload + 2 * kGuardBytes),
+        host_(payload + 2 * kGuardBytes) {}
+  void refill() {
+    uint8_t* base = static_cast<uint8_t*>(device_.data());
+    memory_.fill(base, kGuardByte, kGuardBytes);
+    memory_.fill(base + kGuardBytes, kPrefillByte, payload_);
+    memory_.fill(base + kGuardBytes + payload_, kGuardByte, kGuardBytes);
+  }
+  uint8_t* device_payload() {
+    return payload_ ? static_cast<uint8_t*>(device_.data()) + kGuardBytes : nullptr;
+  }
+  // Copies the buffer back (after the run finished) for inspection.
+  void fetch() { memory_.copy_to_host(host_.data(), device_.data(), host_.size()); }
+  const uint8_t* host_payload() const { return host_.data() + kGuardBytes; }
+  size_t size() const { return payload_; }
+  // Describes the first damaged guard byte of the fetched copy, if any.
+  std::optional<std::string> damaged_guard(const char* what) const {
+    for (size_t i = 0; i < kGuardBytes; ++i) {
+      if (host_[i] != kGuardByte) {
+        return std::string("wrote before the start of ") + what + " (byte -" +
+               std::to_string(kGuardBytes - i) + ")";
+      }
+      if (host_[kGuardBytes + payload_ + i] != kGuardByte) {
+        return std::string("wrote past the end of ") + what + " (byte +" + std::to_string(i) + ")";
+      }
+    }
+    return std::nullopt;
+  }
+
+ private:
+  MemorySpace& memory_;
+  size_t payload_;
+  DeviceBuffer device_;
+  std::vector<uint8_t> host_;
+};
+
+std::string row_name(const DecodeShape& s, int64_t row) {
+  int64_t token = row / s.heads, head = row % s.heads;
+  return "token " + std::to_string(token) + " (seq " + std::to_string(token / s.qlen) + ", q " +
+         std::to_string(token % s.qlen) + ") head " + std::to_string(head);
+}
 
 std::string fmt(double x) {
   std::ostringstream o;
@@ -165,6 +183,79 @@ BucketValidator::BucketValidator(const BucketKey& bucket, const TuneConfig& conf
   }
 }
 
+const DeviceCase& BucketValidator::device_case(MemorySpace& memory, size_t i) const {
+  std::vector<std::unique_ptr<DeviceCase>>& cached = uploaded_[std::string(memory.name())];
+  if (cached.empty()) cached.resize(cases_.size());
+  if (!cached[i]) cached[i] = std::make_unique<DeviceCase>(memory, cases_[i]);
+  return *cached[i];
+}
+
+std::optional<gate_detail::Failure> BucketValidator::run_case(const Variant& v, const LaunchParams& p,
+                                                 MemorySpace& memory, size_t case_index,
+                                                 TrialRecord& t, gate_detail::Metrics& m) const {
+  const ValidationCase& c = cases_[case_index];
+  const DecodeShape& s = c.shape;
+  size_t ws_bytes = v.workspace_bytes(s, p);
+  if (ws_bytes > (size_t{1} << 34)) {
+    return Failure{Disposition::kLaunchError,
+                   "absurd workspace request of " + std::to_string(ws_bytes) + " bytes", c.label};
+  }
+  const DeviceCase& inputs = device_case(memory, case_index);
+  GuardedBuffer out(memory, static_cast<size_t>(s.out_elems()) * sizeof(uint16_t));
+  GuardedBuffer lse(memory, s.return_lse ? static_cast<size_t>(s.rows()) * sizeof(float) : 0);
+  GuardedBuffer ws(memory, ws_bytes);
+  std::vector<uint8_t> first_out, first_lse;
+  for (int32_t run = 0; run < settings_.repeats; ++run) {
+    out.refill();
+    lse.refill();
+    ws.refill();
+    DecodeArgs a = inputs.args();
+    a.out = reinterpret_cast<uint16_t*>(out.device_payload());
+    a.lse = s.return_lse ? reinterpret_cast<float*>(lse.device_payload()) : nullptr;
+    a.workspace = ws.device_payload();
+    a.workspace_bytes = ws_bytes;
+    ++t.validation_runs;
+    memory.synchronize();
+    auto t0 = std::chrono::steady_clock::now();
+    v.run(s, p, a);
+    memory.synchronize();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (secs > timeout_s_) {
+      return Failure{Disposition::kTimedOut,
+                     "a run took " + fmt(secs) + " s (limit " + fmt(timeout_s_) + " s)", c.label};
+    }
+    for (auto [buf, what] : {std::pair{&out, "out"}, {&lse, "lse"}, {&ws, "workspace"}}) {
+      buf->fetch();
+      if (auto d = buf->damaged_guard(what)) return Failure{Disposition::kIncorrect, *d, c.label};
+    }
+    const uint8_t* o = out.host_payload();
+    const uint8_t* l = lse.host_payload();
+    if (run == 0) {
+      if (auto f = check_outputs(c, tol_, reinterpret_cast<const uint16_t*>(o),
+                                 s.return_lse ? reinterpret_cast<const float*>(l) : nullptr, m)) {
+        return f;
+      }
+      first_out.assign(o, o + out.size());
+      if (s.return_lse) first_lse.assign(l, l + lse.size());
+      continue;
+    }
+    if (std::memcmp(first_out.data(), o, out.size()) != 0 ||
+        (s.return_lse && std::memcmp(first_lse.data(), l, lse.size()) != 0)) {
+      size_t i = 0;
+      while (i < out.size() && first_out[i] == o[i]) ++i;
+      std::string where = i < out.size() ? row_name(s, static_cast<int64_t>(i / 2 / kHeadDimV))
+                                         : std::string("the LSE");
+      return Failure{
+          Disposition::kIncorrect,
+          "nondeterministic: run " + std::to_string(run + 1) + " differs bitwise from run 1",
+          c.label + " " + where};
+    }
+  }
+  return std::nullopt;
+}
+
+BucketValidator::~BucketValidator() = default;
+
 TrialRecord BucketValidator::validate(const Variant& v, const LaunchParams& p) const {
   TrialRecord t;
   t.variant = std::string(v.name());
@@ -196,69 +287,20 @@ TrialRecord BucketValidator::validate(const Variant& v, const LaunchParams& p) c
           Failure{Disposition::kUnsupported, sup.reason.empty() ? "refused" : sup.reason, c.label});
     }
   }
-  for (const ValidationCase& c : cases_) {
+  MemorySpace* memory = nullptr;
+  try {
+    memory = &memory_space(v.backend());
+  } catch (const std::exception& e) {
+    return finish(Failure{Disposition::kUnsupported, e.what(), "backend"});
+  }
+  for (size_t ci = 0; ci < cases_.size(); ++ci) {
+    const ValidationCase& c = cases_[ci];
     ++t.validation_points;
-    const DecodeShape& s = c.shape;
-    GuardedBuffer out(static_cast<size_t>(s.out_elems()) * sizeof(uint16_t));
-    GuardedBuffer lse(s.return_lse ? static_cast<size_t>(s.rows()) * sizeof(float) : 0);
-    size_t ws_bytes = 0;
     try {
-      ws_bytes = v.workspace_bytes(s, p);
+      if (auto f = run_case(v, p, *memory, ci, t, m)) return finish(f);
     } catch (const std::exception& e) {
-      return finish(Failure{Disposition::kLaunchError,
-                            std::string("workspace_bytes threw: ") + e.what(), c.label});
-    }
-    if (ws_bytes > (size_t{1} << 34)) {
-      return finish(Failure{Disposition::kLaunchError,
-                            "absurd workspace request of " + std::to_string(ws_bytes) + " bytes",
-                            c.label});
-    }
-    GuardedBuffer ws(ws_bytes);
-    std::vector<uint8_t> first_out, first_lse;
-    for (int32_t run = 0; run < settings_.repeats; ++run) {
-      out.refill();
-      lse.refill();
-      ws.refill();
-      DecodeArgs a = c.args();
-      a.out = reinterpret_cast<uint16_t*>(out.data());
-      a.lse = s.return_lse ? reinterpret_cast<float*>(lse.data()) : nullptr;
-      a.workspace = ws.data();
-      a.workspace_bytes = ws_bytes;
-      ++t.validation_runs;
-      auto t0 = std::chrono::steady_clock::now();
-      try {
-        v.run(s, p, a);
-      } catch (const std::exception& e) {
-        return finish(Failure{Disposition::kLaunchError, e.what(), c.label});
-      }
-      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (secs > timeout_s_) {
-        return finish(Failure{Disposition::kTimedOut,
-                              "a run took " + fmt(secs) + " s (limit " + fmt(timeout_s_) + " s)",
-                              c.label});
-      }
-      for (auto [buf, what] : {std::pair{&out, "out"}, {&lse, "lse"}, {&ws, "workspace"}}) {
-        if (auto d = buf->damaged_guard(what)) {
-          return finish(Failure{Disposition::kIncorrect, *d, c.label});
-        }
-      }
-      if (run == 0) {
-        if (auto f = check_outputs(c, tol_, a.out, a.lse, m)) return finish(f);
-        first_out.assign(out.data(), out.data() + out.size());
-        if (s.return_lse) first_lse.assign(lse.data(), lse.data() + lse.size());
-        continue;
-      }
-      if (std::memcmp(first_out.data(), out.data(), out.size()) != 0 ||
-          (s.return_lse && std::memcmp(first_lse.data(), lse.data(), lse.size()) != 0)) {
-        size_t i = 0;
-        while (i < out.size() && first_out[i] == out.data()[i]) ++i;
-        std::string where = i < out.size() ? row_name(s, static_cast<int64_t>(i / 2 / kHeadDimV))
-                                           : std::string("the LSE");
-        return finish(Failure{
-            Disposition::kIncorrect,
-            "nondeterministic: run " + std::to_string(run + 1) + " differs bitwise from run 1",
-            c.label + " " + where});
-      }
+      // Memory operations surface device faults of the candidate's launches here.
+      return finish(Failure{Disposition::kLaunchError, e.what(), c.label});
     }
   }
   return finish(std::nullopt);

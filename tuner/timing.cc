@@ -3,7 +3,6 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <chrono>
 #include <mutex>
 #include <vector>
 
@@ -51,43 +50,38 @@ void init_benchmark_library() {
 }  // namespace
 
 TimingResult time_candidate(const Variant& variant, const LaunchParams& params,
-                            const ValidationCase& input, const TimingSettings& settings) {
+                            const ValidationCase& input, const DeviceCase& device,
+                            const TimingSettings& settings) {
   init_benchmark_library();
+  MemorySpace& memory = *device.memory;
   const DecodeShape& s = input.shape;
-  std::vector<uint16_t> out(static_cast<size_t>(s.out_elems()));
-  std::vector<float> lse(s.return_lse ? static_cast<size_t>(s.rows()) : 0);
-  std::vector<uint8_t> ws(variant.workspace_bytes(s, params));
-  // Kept across calls: allocating (and page-faulting) the flush buffer per candidate costs more
-  // than the candidates themselves on small shapes.
-  static std::vector<uint8_t> flush;
-  flush.resize(settings.cold_cache ? static_cast<size_t>(settings.flush_bytes) : 0);
-  DecodeArgs a = input.args();
-  a.out = out.data();
-  a.lse = s.return_lse ? lse.data() : nullptr;
-  a.workspace = ws.empty() ? nullptr : ws.data();
+  DeviceBuffer out(memory, static_cast<size_t>(s.out_elems()) * sizeof(uint16_t));
+  DeviceBuffer lse(memory, s.return_lse ? static_cast<size_t>(s.rows()) * sizeof(float) : 0);
+  DeviceBuffer ws(memory, variant.workspace_bytes(s, params));
+  DecodeArgs a = device.args();
+  a.out = static_cast<uint16_t*>(out.data());
+  a.lse = static_cast<float*>(lse.data());
+  a.workspace = ws.data();
   a.workspace_bytes = ws.size();
 
   for (int32_t i = 0; i < settings.warmup; ++i) variant.run(s, params, a);
+  memory.synchronize();
 
+  std::unique_ptr<IntervalTimer> timer = memory.make_timer();
   std::string launch_error;
-  uint8_t flush_value = 0;
   auto body = [&](benchmark::State& state) {
     for (auto _ : state) {
-      if (!flush.empty()) {
-        std::fill(flush.begin(), flush.end(), ++flush_value);
-        benchmark::ClobberMemory();
-      }
-      auto t0 = std::chrono::steady_clock::now();
       try {
+        if (settings.cold_cache) memory.flush_caches(static_cast<size_t>(settings.flush_bytes));
+        timer->start();
         variant.run(s, params, a);
+        timer->stop();
+        state.SetIterationTime(timer->seconds());
       } catch (const std::exception& e) {
         launch_error = e.what();
         state.SkipWithError("launch failed");
         break;
       }
-      benchmark::ClobberMemory();
-      state.SetIterationTime(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   };
   benchmark::ClearRegisteredBenchmarks();
@@ -102,6 +96,7 @@ TimingResult time_candidate(const Variant& variant, const LaunchParams& params,
   AggregateCollector collector;
   benchmark::RunSpecifiedBenchmarks(&collector);
   benchmark::ClearRegisteredBenchmarks();
+  memory.synchronize();
   if (!launch_error.empty()) throw LaunchError(launch_error);
   if (!collector.error.empty() || collector.median_us < 0) {
     throw LaunchError("timing failed: " +
@@ -111,9 +106,9 @@ TimingResult time_candidate(const Variant& variant, const LaunchParams& params,
   r.median_us = collector.median_us;
   r.iqr_us = std::max(0.0, collector.iqr_us);
   r.samples = collector.samples;
-  r.method = "host steady_clock around run(), Google Benchmark manual time, " +
-             std::to_string(settings.warmup) + " warm-up, " + std::to_string(r.samples) +
-             " samples, median + IQR, " +
+  r.method = std::string(memory.timer_description()) + " around run(), Google Benchmark manual " +
+             "time, " + std::to_string(settings.warmup) + " warm-up, " +
+             std::to_string(r.samples) + " samples, median + IQR, " +
              (settings.cold_cache ? std::to_string(settings.flush_bytes >> 20) +
                                         " MiB cache flush before each sample"
                                   : std::string("warm cache")) +

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <map>
 
 #include "mla_decode/host/thread_pool.h"
+#include "mla_decode/memory.h"
 #include "tuner/gate.h"
 #include "tuner/timing.h"
 
@@ -103,7 +105,7 @@ std::optional<size_t> pick_winner(const std::vector<TrialRecord>& trials,
 Provenance make_provenance(const TuneConfig& config, const Registry& registry) {
   Provenance p;
   p.tool_version = MLATUNE_VERSION;
-  p.device = host_device_info();
+  p.device = current_device_info(config.backend);
   p.kernel_build_id = kernel_build_id(registry);
   p.config_name = config.name;
   p.config_hash = config.hash;
@@ -137,6 +139,8 @@ TuneSummary tune(const TuneConfig& config, const std::vector<Candidate>& candida
                             static_cast<int64_t>(candidates.size()));
     BucketValidator validator(b, config, hardware_workers());
     ValidationCase timing_input = make_timing_case(b, config.sm_scale);
+    // The timing inputs in each backend's memory, uploaded once for all of the bucket's candidates.
+    std::map<Backend, std::unique_ptr<DeviceCase>> timing_inputs;
     std::vector<TrialRecord> trials;
     for (size_t ci = 0; ci < candidates.size(); ++ci) {
       const Candidate& c = candidates[ci];
@@ -144,7 +148,9 @@ TuneSummary tune(const TuneConfig& config, const std::vector<Candidate>& candida
       t.timing_method = "not timed";
       if (t.disposition == Disposition::kPassed) {
         try {
-          TimingResult r = time_candidate(*c.variant, c.params, timing_input, config.timing);
+          std::unique_ptr<DeviceCase>& dev = timing_inputs[c.variant->backend()];
+          if (!dev) dev = std::make_unique<DeviceCase>(memory_space(c.variant->backend()), timing_input);
+          TimingResult r = time_candidate(*c.variant, c.params, timing_input, *dev, config.timing);
           t.time_median_us = r.median_us;
           t.time_spread_us = r.iqr_us;
           t.time_samples = r.samples;

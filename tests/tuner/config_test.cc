@@ -502,7 +502,7 @@ TEST(ConfigErrorTest, SettingRanges) {
 
 TEST(ConfigErrorTest, NameAndBackend) {
   expect_error(edit("backend: host", "backend: gpu"), "1:10",
-               "backend: unknown backend 'gpu' (allowed: host)");
+               "backend: unknown backend 'gpu' (allowed: host, hip)");
   expect_error(edit("backend: host", "backend: ''"), "1:10", "unknown backend ''");
   expect_error("name: ''\n" + std::string(kBase), "1:7", "name: empty name");
   expect_error("name: [a]\n" + std::string(kBase), "1:7", "name: expected a string, got a list");

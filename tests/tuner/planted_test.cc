@@ -57,7 +57,7 @@ class PlantedTest : public ::testing::Test {
     auto db = TuningDb::open_for_tuning(path_, TuningDb::Mode::kCreate,
                                         make_provenance(*config_, *registry_),
                                         variant_records(candidates));
-    Progress quiet(stderr, false, 0);
+    Progress quiet(stderr, false, static_cast<int64_t>(config_->buckets().size()));
     summary_ = tune(*config_, candidates, *db, quiet);
     db->finalize();
   }

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "db/tuning_db.h"
+#include "mla_decode/memory.h"
 #include "tuner/cli/guard.h"
 #include "tuner/tune.h"
 
@@ -45,7 +46,7 @@ void add_tune_command(CLI::App& app, int& exit_code) {
       const int64_t buckets = static_cast<int64_t>(config.buckets().size());
       std::fprintf(stderr, "tuning %s: %lld buckets x %zu candidates on %s\n", config.name.c_str(),
                    static_cast<long long>(buckets), candidates.size(),
-                   host_device_info().to_string().c_str());
+                   current_device_info(config.backend).to_string().c_str());
       Progress progress(stderr, isatty(fileno(stderr)) == 1, buckets);
       TuneSummary s = tune(config, candidates, *db, progress);
       db->finalize();

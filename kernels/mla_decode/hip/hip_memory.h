@@ -1,0 +1,23 @@
+// The GPU (HIP) memory space and device identity. Plain C++ header: callers need no GPU compiler;
+// the definitions live in hip_memory.hip, built only when MLATUNE_WITH_HIP is defined.
+#pragma once
+
+#include "mla_decode/device.h"
+#include "mla_decode/memory.h"
+
+namespace mlatune {
+
+// The process-wide memory space of the current HIP device (hipMalloc / hipMemcpy / hipMemset on
+// the default stream; hipEvent timers; L2 flush by a hipMemsetAsync over a scratch buffer kept
+// across calls). Obtaining it never touches the device, so a process without a GPU can hold it;
+// its first use throws LaunchError("no GPU device: ...") there, and every later use too. Not
+// thread-safe, like every MemorySpace.
+MemorySpace& hip_memory_space();
+
+// Identity of the current HIP device: backend "hip"; arch "sm_90" (NVIDIA, from the compute
+// capability) or "gfx942" (AMD, gcnArchName without its ":feature" suffixes); the product name;
+// SMs or CUs; driver and runtime versions ("13.0" on NVIDIA, "6.2.41133" on AMD). Throws
+// LaunchError("no GPU device: ...") when there is none, LaunchError on any other runtime failure.
+DeviceInfo hip_device_info();
+
+}  // namespace mlatune
