@@ -6,7 +6,8 @@
 #   2. the device code of every kernels/**/*.hip compiled for AMD gfx942 with Debian's clang-19 and
 #      HIP headers (libamdhip64-dev), plus their host code checked against the real HIP API.
 #      Nothing is linked: Debian has no gfx942 device libraries, and no clang here knows gfx950.
-# Exits non-zero on the first compile error. Runs nothing on a GPU.
+# Exits non-zero if the nvidia build fails or any .hip file fails for gfx942 (every file is tried
+# and the failures listed). Runs nothing on a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,12 +55,21 @@ flags=(-x hip --offload-arch=gfx942 --rocm-path=/usr -nogpulib -O3 -std=c++20 -W
        -Werror -I kernels -I kernels/include -I "$tmp/include" -DMLATUNE_WITH_HIP=1
        '-DMLATUNE_VERSION="compile-check"')
 start=$SECONDS
+failed=()
 for src in "${sources[@]}"; do
   out=$tmp/$(echo "$src" | tr / _)
-  "$clang" "${flags[@]}" --offload-device-only -S "$src" -o "$out.s"
-  # The host side against the real HIP runtime headers: catches CUDA-only API use that the
-  # NVIDIA build's compat header would let through.
-  "$clang" "${flags[@]}" --offload-host-only -fsyntax-only "$src"
-  echo "gfx942: $src ok"
+  # Device code, then the host side against the real HIP runtime headers: the latter catches
+  # CUDA-only API use that the NVIDIA build's compat header would let through.
+  if "$clang" "${flags[@]}" --offload-device-only -S "$src" -o "$out.s" &&
+     "$clang" "${flags[@]}" --offload-host-only -fsyntax-only "$src"; then
+    echo "gfx942: $src ok"
+  else
+    echo "gfx942: $src FAILED" >&2
+    failed+=("$src")
+  fi
 done
-echo "gfx942 device code: ${#sources[@]} files ok ($((SECONDS - start)) s)"
+if ((${#failed[@]} > 0)); then
+  echo "gfx942 compile check failed for: ${failed[*]}" >&2
+  exit 1
+fi
+echo "gfx942 compile check: ${#sources[@]} files ok ($((SECONDS - start)) s)"

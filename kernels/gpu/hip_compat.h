@@ -143,8 +143,7 @@ inline hipError_t hipMemcpyAsync(void* dst, const void* src, size_t bytes, hipMe
 inline hipError_t hipMemset(void* dst, int value, size_t bytes) {
   return cudaMemset(dst, value, bytes);
 }
-inline hipError_t hipMemsetAsync(void* dst, int value, size_t bytes,
-                                 hipStream_t stream = nullptr) {
+inline hipError_t hipMemsetAsync(void* dst, int value, size_t bytes, hipStream_t stream = nullptr) {
   return cudaMemsetAsync(dst, value, bytes, stream);
 }
 

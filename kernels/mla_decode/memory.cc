@@ -47,8 +47,9 @@ class HostMemorySpace final : public MemorySpace {
     if (bytes == 0) return nullptr;
     // aligned_alloc wants a size that is a multiple of the alignment.
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    if (rounded < bytes) throw LaunchError("host: allocation of " + std::to_string(bytes) +
-                                           " bytes overflows");
+    if (rounded < bytes) {
+      throw LaunchError("host: allocation of " + std::to_string(bytes) + " bytes overflows");
+    }
     void* p = std::aligned_alloc(kAlignment, rounded);
     if (!p) throw LaunchError("host: out of memory allocating " + std::to_string(bytes) + " bytes");
     return p;
@@ -58,6 +59,9 @@ class HostMemorySpace final : public MemorySpace {
     if (bytes > 0) std::memcpy(dst, src, bytes);
   }
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
+  void copy_within(void* dst, const void* src, size_t bytes) override {
     if (bytes > 0) std::memcpy(dst, src, bytes);
   }
   void fill(void* dst, uint8_t byte, size_t bytes) override {
@@ -107,8 +111,7 @@ DeviceInfo current_device_info(std::string_view backend) {
 #if defined(MLATUNE_WITH_HIP)
     return hip_device_info();
 #else
-    throw LaunchError(
-        "this build has no GPU backend (configure with -DMLATUNE_GPU=nvidia or amd)");
+    throw LaunchError("this build has no GPU backend (configure with -DMLATUNE_GPU=nvidia or amd)");
 #endif
   }
   throw LaunchError("unknown backend '" + std::string(backend) + "'");

@@ -32,6 +32,9 @@ class MemorySpace {
   virtual void release(void* p) noexcept = 0;
   virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  // Copies between two buffers of this space; on a GPU it is enqueued like a kernel (the copy
+  // bandwidth the benchmarks compare kernels with).
+  virtual void copy_within(void* dst, const void* src, size_t bytes) = 0;
   virtual void fill(void* dst, uint8_t byte, size_t bytes) = 0;
   // Waits until every launched kernel finished; surfaces asynchronous faults as LaunchError.
   virtual void synchronize() = 0;

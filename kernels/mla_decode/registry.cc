@@ -6,6 +6,10 @@
 
 #include "common/sha256.h"
 #include "mla_decode/host/host_variants.h"
+#if defined(MLATUNE_WITH_HIP)
+#include "mla_decode/hip/hip_variants.h"
+#include "mla_decode/hip/mma_split.h"
+#endif
 
 namespace mlatune {
 
@@ -40,6 +44,10 @@ Registry builtin_registry() {
   r.add_borrowed(&host_online_softmax_variant());
   r.add_borrowed(&host_tiled_kv_variant());
   r.add_borrowed(&host_split_kv_variant());
+#if defined(MLATUNE_WITH_HIP)
+  r.add_borrowed(&hip_portable_split_variant());
+  r.add_borrowed(&hip_mma_split_variant());
+#endif
   return r;
 }
 

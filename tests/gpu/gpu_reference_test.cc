@@ -2,8 +2,6 @@
 // GPU reference against the float64 CPU reference on small shapes (every dtype pair, qlen 1-4,
 // pages 1 / 16 / 64, lengths down to L = qlen, poisoned memory, guard regions), plus one sequence
 // long enough for many probability chunks. The device tests skip where there is no GPU.
-#include "mla_decode/hip/reference_gpu.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +15,7 @@
 
 #include "gpu_test_problem.h"
 #include "mla_decode/hip/gpu_formats.h"
+#include "mla_decode/hip/reference_gpu.h"
 #include "mla_decode/numformat.h"
 #include "mla_decode/reference.h"
 
@@ -62,10 +61,9 @@ TEST(GpuFormats, Bf16MatchesHost) {
   EXPECT_EQ(bits(gpu::bf16_lo(0x3f80c000u)), bits(-2.0f));  // low half is element 0
   EXPECT_EQ(bits(gpu::bf16_hi(0x3f80c000u)), bits(1.0f));
   std::mt19937 rng(3);
-  std::vector<uint32_t> inputs = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
-                                  0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7f7fffffu,
-                                  0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x00008000u,
-                                  0x00018000u, 0x807fffffu};
+  std::vector<uint32_t> inputs = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+                                  0xffc00001u, 0x7f800001u, 0x7f7fffffu, 0x3f808000u, 0x3f818000u,
+                                  0x3f80ffffu, 0x00008000u, 0x00018000u, 0x807fffffu};
   for (int i = 0; i < 1 << 20; ++i) inputs.push_back(rng());
   for (uint32_t u : inputs) {
     float f;
@@ -117,10 +115,8 @@ void expect_close(const Problem& p, const ReferenceResult& ref, const RefOutputs
 
 std::vector<Config> sweep() {
   const std::pair<DType, DType> dtypes[] = {
-      {DType::kBF16, DType::kBF16},
-      {DType::kBF16, DType::kFP8E4M3FN},
-      {DType::kFP8E4M3FN, DType::kFP8E4M3FN},
-      {DType::kFP8E4M3FNUZ, DType::kFP8E4M3FNUZ},
+      {DType::kBF16, DType::kBF16},           {DType::kBF16, DType::kFP8E4M3FN},
+      {DType::kFP8E4M3FN, DType::kFP8E4M3FN}, {DType::kFP8E4M3FNUZ, DType::kFP8E4M3FNUZ},
       {DType::kBF16, DType::kFP8E4M3FNUZ},
   };
   std::vector<Config> out;
@@ -149,7 +145,8 @@ TEST_P(GpuReferenceSweep, MatchesFloat64Reference) {
   MLATUNE_REQUIRE_GPU(m);
   SCOPED_TRACE(gpu_test::describe(GetParam()));
   const Problem p = gpu_test::make_problem(GetParam());
-  const ReferenceResult ref = reference_decode(p.shape, p.host_args(), gpu_test::reference_threads());
+  const ReferenceResult ref =
+      reference_decode(p.shape, p.host_args(), gpu_test::reference_threads());
   double worst = 0;
   expect_close(p, ref, run_gpu_reference(m, p), &worst);
   std::cout << "[ stats ] " << gpu_test::describe(GetParam()) << ": max err/tol " << worst << "\n";
@@ -171,7 +168,8 @@ TEST(GpuReference, LongSequencesManyChunks) {
   c.adversarial = true;
   c.seed = 7;
   const Problem p = gpu_test::make_problem(c);
-  const ReferenceResult ref = reference_decode(p.shape, p.host_args(), gpu_test::reference_threads());
+  const ReferenceResult ref =
+      reference_decode(p.shape, p.host_args(), gpu_test::reference_threads());
   double worst = 0;
   expect_close(p, ref, run_gpu_reference(m, p), &worst);
   std::cout << "[ stats ] long sequences: max err/tol " << worst << "\n";

@@ -212,8 +212,8 @@ inline int reference_threads() {
 }  // namespace mlatune::gpu_test
 
 // Skips the current test where there is no GPU; otherwise binds `m` to the HIP memory space.
-#define MLATUNE_REQUIRE_GPU(m)                                                \
-  std::string mlatune_no_gpu_reason_;                                         \
+#define MLATUNE_REQUIRE_GPU(m)                                                                  \
+  std::string mlatune_no_gpu_reason_;                                                           \
   ::mlatune::MemorySpace* m##_ptr_ = ::mlatune::gpu_test::gpu_or_null(&mlatune_no_gpu_reason_); \
-  if (!m##_ptr_) GTEST_SKIP() << mlatune_no_gpu_reason_;                      \
+  if (!m##_ptr_) GTEST_SKIP() << mlatune_no_gpu_reason_;                                        \
   ::mlatune::MemorySpace& m = *m##_ptr_

@@ -447,11 +447,11 @@ TEST(MmaSplit, CanImplementRefusesWithReasons) {
   const Problem p = small_problem();
   EXPECT_TRUE(variant().can_implement(p.shape, {4, 32, 16, 0}).ok);  // fits everywhere
   const LaunchParams bad[] = {
-      {3, 64, 16, 0},   // splits outside the space
-      {4, 48, 16, 0},   // tile outside the space
-      {4, 64, 24, 0},   // rows outside the space (and not a multiple of 16)
-      {4, 64, 16, 2},   // workers
-      {4, 64, 64, 0},   // shared memory: 252 KB on NVIDIA, far more than AMD's 64 KB
+      {3, 64, 16, 0},  // splits outside the space
+      {4, 48, 16, 0},  // tile outside the space
+      {4, 64, 24, 0},  // rows outside the space (and not a multiple of 16)
+      {4, 64, 16, 2},  // workers
+      {4, 64, 64, 0},  // shared memory: 252 KB on NVIDIA, far more than AMD's 64 KB
   };
   for (const LaunchParams& lp : bad) {
     const Support sup = variant().can_implement(p.shape, lp);

@@ -175,7 +175,8 @@ void check_config(MemorySpace& m, const Config& c, Keep keep) {
     if (::testing::Test::HasFailure()) return;  // one broken set is enough to read
   }
   EXPECT_GT(ran, 0) << "no launch-parameter set accepted";
-  if (refused > 0) std::cout << "[ info ] " << refused << " parameter sets refused (shared memory)\n";
+  if (refused > 0)
+    std::cout << "[ info ] " << refused << " parameter sets refused (shared memory)\n";
 }
 
 void check_config(MemorySpace& m, const Config& c) {
@@ -315,8 +316,8 @@ Problem make_large_problem() {
   auto random_bf16 = [&rng](std::vector<uint8_t>& buf) {
     for (size_t i = 0; i + 1 < buf.size(); i += 2) {
       const uint32_t r = rng();
-      const auto h = static_cast<uint16_t>((r & 0x8000u) | ((0x70u + (r >> 16) % 15u) << 7) |
-                                           (r & 0x7fu));
+      const auto h =
+          static_cast<uint16_t>((r & 0x8000u) | ((0x70u + (r >> 16) % 15u) << 7) | (r & 0x7fu));
       std::memcpy(&buf[i], &h, 2);
     }
   };
@@ -356,7 +357,7 @@ TEST(PortableSplit, LargeShapeMatchesGpuReference) {
     ASSERT_NEAR(want_lse[rows[k]], cpu.lse[k], 1e-4) << "GPU reference row " << rows[k];
   }
 
-  const LaunchParams sets[] = {{1, 64, 16, 0}, {1, 32, 32, 0}, {4, 64, 16, 0},
+  const LaunchParams sets[] = {{1, 64, 16, 0}, {1, 32, 32, 0},  {4, 64, 16, 0},
                                {8, 32, 64, 0}, {16, 64, 32, 0}, {32, 32, 16, 0}};
   for (const LaunchParams& lp : sets) {
     const Support sup = variant().can_implement(s, lp);
@@ -397,8 +398,8 @@ TEST(PortableSplit, CanImplementAndWorkspace) {
     const Support sup = variant().can_implement(s, {4, 32, rows, 0});
     EXPECT_TRUE(sup.ok) << sup.reason;
   }
-  const LaunchParams bad[] = {{3, 32, 16, 0}, {64, 32, 16, 0}, {0, 32, 16, 0}, {4, 16, 16, 0},
-                              {4, 128, 16, 0}, {4, 32, 8, 0},  {4, 32, 128, 0}, {4, 32, 16, 1}};
+  const LaunchParams bad[] = {{3, 32, 16, 0},  {64, 32, 16, 0}, {0, 32, 16, 0},  {4, 16, 16, 0},
+                              {4, 128, 16, 0}, {4, 32, 8, 0},   {4, 32, 128, 0}, {4, 32, 16, 1}};
   for (const LaunchParams& lp : bad) {
     const Support sup = variant().can_implement(s, lp);
     EXPECT_FALSE(sup.ok) << lp.to_string();

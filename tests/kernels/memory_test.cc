@@ -3,10 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <iostream>
 #include <numeric>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#if defined(MLATUNE_WITH_HIP)
+#include "mla_decode/hip/hip_memory.h"
+#endif
 
 namespace mlatune {
 namespace {
@@ -121,6 +126,71 @@ TEST(HipMemorySpace, ObtainingItDoesNotTouchTheDevice) {
   EXPECT_EQ(m.name(), "hip");
   EXPECT_EQ(m.timer_description(), "device events (hipEventElapsedTime)");
   EXPECT_EQ(&m, &memory_space(Backend::kHip));
+}
+
+bool have_gpu() {
+  try {
+    hip_device_info();
+    return true;
+  } catch (const LaunchError&) {
+    return false;
+  }
+}
+
+TEST(HipMemorySpace, WithoutADeviceEveryUseThrowsNoGpuDevice) {
+  if (have_gpu()) GTEST_SKIP() << "this machine has a GPU";
+  MemorySpace& m = memory_space(Backend::kHip);
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the failed check is not cached as success
+    try {
+      m.allocate(256);
+      FAIL() << "expected LaunchError";
+    } catch (const LaunchError& e) {
+      EXPECT_NE(std::string(e.what()).find("no GPU device"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(m.synchronize(), LaunchError);
+  EXPECT_THROW(m.make_timer(), LaunchError);
+}
+
+TEST(HipDeviceInfo, DescribesTheDevice) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU";
+  const DeviceInfo d = hip_device_info();
+  EXPECT_EQ(d.backend, "hip");
+  EXPECT_TRUE(d.arch.rfind("sm_", 0) == 0 || d.arch.rfind("gfx", 0) == 0) << d.arch;
+  EXPECT_EQ(d.arch.find(':'), std::string::npos) << d.arch;
+  EXPECT_FALSE(d.name.empty());
+  EXPECT_GT(d.compute_units, 0);
+  EXPECT_NE(d.driver_version.find('.'), std::string::npos) << d.driver_version;
+  EXPECT_NE(d.runtime_version.find('.'), std::string::npos) << d.runtime_version;
+  EXPECT_TRUE(d.matches(hip_device_info()));
+  std::cout << d.to_string() << "\n";
+}
+
+TEST(HipMemorySpace, RoundTripsFillsTimesAndFlushesOnTheDevice) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU";
+  MemorySpace& m = memory_space(Backend::kHip);
+  std::vector<int32_t> in(100000);
+  std::iota(in.begin(), in.end(), -7);
+  const size_t bytes = in.size() * sizeof(int32_t);
+  DeviceBuffer buf(m, bytes);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(buf.data()) % 256, 0u);
+  EXPECT_EQ(m.allocate(0), nullptr);
+  m.copy_to_device(buf.data(), in.data(), bytes);
+  std::vector<int32_t> out(in.size(), 0);
+  m.copy_to_host(out.data(), buf.data(), bytes);
+  EXPECT_EQ(out, in);
+
+  auto timer = m.make_timer();
+  timer->start();
+  m.fill(buf.data(), 0x3c, bytes);
+  m.flush_caches(size_t{64} << 20);
+  m.flush_caches(size_t{1} << 20);  // smaller: reuses the scratch buffer
+  timer->stop();
+  EXPECT_GE(timer->seconds(), 0.0);
+  m.synchronize();
+  std::vector<uint8_t> raw(bytes, 0);
+  m.copy_to_host(raw.data(), buf.data(), bytes);
+  EXPECT_EQ(raw, std::vector<uint8_t>(bytes, 0x3c));
 }
 #else
 TEST(HipMemorySpace, ANonGpuBuildRefusesTheHipBackend) {

@@ -11,21 +11,20 @@ namespace mlatune::hip_detail {
 
 [[noreturn]] inline void throw_hip_error(hipError_t e, const char* expr, const char* file,
                                          int line) {
-  throw LaunchError(std::string(file) + ":" + std::to_string(line) + ": " + expr + " failed: " +
-                    hipGetErrorString(e));
+  throw LaunchError(std::string(file) + ":" + std::to_string(line) + ": " + expr +
+                    " failed: " + hipGetErrorString(e));
 }
 
 }  // namespace mlatune::hip_detail
 
 // Evaluates `expr` (a HIP runtime call returning hipError_t) once; on failure throws LaunchError
 // "file:line: expr failed: <hipGetErrorString>".
-#define MLATUNE_HIP_CHECK(expr)                                                  \
-  do {                                                                           \
-    const hipError_t mlatune_hip_status_ = (expr);                               \
-    if (mlatune_hip_status_ != hipSuccess) {                                     \
-      ::mlatune::hip_detail::throw_hip_error(mlatune_hip_status_, #expr, __FILE__, \
-                                             __LINE__);                          \
-    }                                                                            \
+#define MLATUNE_HIP_CHECK(expr)                                                               \
+  do {                                                                                        \
+    const hipError_t mlatune_hip_status_ = (expr);                                            \
+    if (mlatune_hip_status_ != hipSuccess) {                                                  \
+      ::mlatune::hip_detail::throw_hip_error(mlatune_hip_status_, #expr, __FILE__, __LINE__); \
+    }                                                                                         \
   } while (0)
 
 namespace mlatune {

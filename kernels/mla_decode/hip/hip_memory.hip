@@ -85,6 +85,10 @@ class HipMemorySpace final : public MemorySpace {
     ensure_device();
     if (bytes > 0) MLATUNE_HIP_CHECK(hipMemcpy(dst, src, bytes, hipMemcpyDeviceToHost));
   }
+  void copy_within(void* dst, const void* src, size_t bytes) override {
+    ensure_device();
+    if (bytes > 0) MLATUNE_HIP_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, 0));
+  }
   void fill(void* dst, uint8_t byte, size_t bytes) override {
     ensure_device();
     if (bytes > 0) MLATUNE_HIP_CHECK(hipMemset(dst, byte, bytes));

@@ -12,10 +12,11 @@
 // key its latest token may see (causal, right-aligned), so keys no row of it can see are never
 // loaded. Per tile of kv_tile keys:
 //   1. load: rows of keys < the group's end come from the paged pool with 16-byte copies (cp.async
-//      on NVIDIA, issued one tile ahead of the compute); later rows of the tile are zero-filled in
-//      shared memory, so no KV row >= L and no block-table slot past ceil(L / page) is ever read,
-//      and P = 0 never meets a NaN. fp8 KV lands raw in a staging buffer (two deep) and is
-//      dequantised (exactly) to bf16 in shared memory; kv_scale is applied at the end.
+//      on NVIDIA into a ring of 2-4 stages, issued ahead of the compute); later rows of the tile
+//      are zero-filled in shared memory, so no KV row >= L and no block-table slot past
+//      ceil(L / page) is ever read, and P = 0 never meets a NaN. fp8 KV lands raw in the staging
+//      ring and is dequantised (exactly) to bf16 in one shared K/V buffer; kv_scale is applied at
+//      the end.
 //   2. S = Q K^T over 576 dims (Q dequantised to bf16 once per workgroup, kept in shared memory).
 //   3. online softmax in fp32 (base-2 exponent, scores * sm_scale * q_scale * kv_scale * log2 e),
 //      causal and length masks, P rounded to bf16.
@@ -23,11 +24,11 @@
 //      with ldmatrix.trans).
 //
 // Warp layout (8 warps, lane = thread % 32, g = lane / 4, t = lane % 4 as in the PTX fragments):
-//   S = Q K^T: the block_rows x kv_tile score tile is U = (block_rows / 16) x (kv_tile / 8) m16n8
-//     units. U >= 8: warp w takes one m-tile and U / 8 adjacent n-tiles over all 36 k-steps.
-//     U = 4 (block_rows 16, kv_tile 32): the 576 dims are split in two halves, warp w takes one
-//     n-tile and one half; the two partial tiles are summed in a fixed order (deterministic).
-//     Partial S goes to shared memory (fp32).
+//   S = Q K^T: the 576 dims are cut in two halves of 18 k-steps; warp w takes half w / 4 and, of
+//     the (block_rows / 16) x (kv_tile / 8) m16n8 units of the score tile, one m-tile with 1, 2
+//     or 4 adjacent n-tiles, so each Q fragment serves several K fragments (0.75 ldmatrix per mma
+//     where the tile allows). At least 4 independent accumulator chains per warp. The two fp32
+//     partial tiles go to shared memory and are summed in a fixed order by the softmax.
 //   softmax: 256 / block_rows consecutive threads per row, kv_tile * block_rows / 256 keys each;
 //     row max and sums by xor butterflies, so every thread of a row holds the same m, l (fp32 sum
 //     of p, for the LSE) and lb (sum of the bf16-rounded p, which normalises O consistently with
@@ -37,15 +38,15 @@
 //
 // Shared memory (bytes; R = 1168 = 584 bf16 per row: 576 + 8 padding, which puts the 8 row
 // addresses of an ldmatrix in 8 distinct 16-byte bank groups):
-//   kv     [2 or 1][kv_tile][R]  bf16 K/V tile (2 = cp.async double buffer for bf16 KV on NVIDIA;
-//                                1 for fp8 KV, whose double buffer is the raw staging below, and
-//                                for the synchronous AMD path)
-//   stage  [2][kv_tile][576]     raw fp8 rows (fp8 KV on NVIDIA only)
-//   q      [block_rows][R]       bf16 Q rows; padding rows (beyond heads * qlen) are zero
-//   s      [ksplit][block_rows][kv_tile + 4]  fp32 partial scores
-//   p      [block_rows][kv_tile + 8]          bf16 P
+//   kv     [stages or 1][kv_tile][R]  bf16 K/V tiles (the cp.async ring for bf16 KV on NVIDIA;
+//                                     one buffer for fp8 KV and on AMD)
+//   stage  [stages][kv_tile][576]     raw fp8 rows (fp8 KV on NVIDIA only)
+//   q      [block_rows][R]            bf16 Q rows; padding rows (beyond heads * qlen) are zero
+//   s      [2][block_rows][kv_tile + 4]  fp32 partial scores of the two k-halves
+//   p      [block_rows][kv_tile + 8]     bf16 P
 //   stats  alpha, m, l, lb [block_rows] fp32
-// block_rows 64 with kv_tile 64 needs 252 KB and is refused (the H200 gives a workgroup 227 KB).
+// Stages: as many (2..4) as fit in 227 KB, or in half of it at block_rows 16 so that two
+// workgroups share an SM. block_rows 64 with kv_tile 64 needs 263 KB and is refused.
 //
 // Output. kv_splits = 1: the main kernel writes bf16 out (round to nearest even) and, when asked,
 // the natural-log LSE directly; no workspace. kv_splits > 1, workspace (floats):
@@ -111,7 +112,7 @@ constexpr float kLn2 = 0.6931471805599453f;
 static_assert(kDimsPerWarp == 64, "the P V step assumes 64 output dims (8 n-tiles) per warp");
 
 #if MLATUNE_GPU_NVIDIA
-// cp.async double buffering; a Hopper workgroup may opt in to 227 KB of shared memory.
+// cp.async rings; a Hopper workgroup may opt in to 227 KB of shared memory.
 constexpr bool kAsyncCopy = true;
 constexpr size_t kSmemLimit = 227 * 1024;
 #else
@@ -128,24 +129,41 @@ template <int KT, int BR, bool kFp8Kv>
 struct Cfg {
   static constexpr int kMTiles = BR / 16;
   static constexpr int kNTiles = KT / 8;
+  // S = Q K^T: the 576 dims are split in two halves (summed in the softmax), so that each warp
+  // owns 2 or 4 m16n8 units of one m-tile and reuses each Q fragment for several K fragments:
+  // ldmatrix per mma drops from 1 to 0.75 (the shared-memory reads bound this step).
+  static constexpr int kKSplit = 2;
   static constexpr int kUnits = kMTiles * kNTiles;
-  static constexpr int kKSplit = kUnits >= kWarps ? 1 : kWarps / kUnits;
   static constexpr int kTilesPerWarp = kUnits * kKSplit / kWarps;  // n-tiles of one m-tile
   static constexpr int kStepsPerWarp = kQkSteps / kKSplit;
-  // Independent mma accumulator chains per n-tile in S = Q K^T: 4 in flight per warp hide the
+  // Independent mma accumulator chains per warp in S = Q K^T: at least 4 in flight hide the
   // mma.sync latency with two warps per scheduler.
   static constexpr int kChains = kTilesPerWarp >= 4 ? 1 : 4 / kTilesPerWarp;
   static constexpr int kSStride = KT + 4;  // floats; float2 stores of a warp hit 32 banks
   static constexpr int kPStride = KT + 8;  // bf16; ldmatrix rows in distinct bank groups
   static constexpr int kRowThreads = kThreads / BR;
   static constexpr int kKeysPerThread = KT / kRowThreads;
-  static constexpr int kKvBufs = (kAsyncCopy && !kFp8Kv) ? 2 : 1;
-  static constexpr int kStageBufs = (kAsyncCopy && kFp8Kv) ? 2 : 0;
+
+  // Everything but the pipelined buffers; then as many pipeline stages (2..4) as the budget
+  // allows. At block_rows 16 the budget is half the limit, so that two workgroups share an SM.
+  static constexpr size_t kKvBufBytes = size_t{KT} * kRowBytes;
+  static constexpr size_t kStageBufBytes = size_t{KT} * kHeadDimQK;
+  static constexpr size_t kFixedBytes = size_t{BR} * kRowBytes +                    // q
+                                        size_t{kKSplit} * BR * kSStride * 4 +       // s
+                                        size_t{BR} * kPStride * 2 +                 // p
+                                        4 * size_t{BR} * 4 +                        // stats
+                                        (kFp8Kv || !kAsyncCopy ? kKvBufBytes : 0);  // kv (1)
+  static constexpr size_t kBudget = BR == 16 ? kSmemLimit / 2 - 1024 : kSmemLimit;
+  static constexpr size_t kPipeBufBytes = kFp8Kv ? kStageBufBytes : kKvBufBytes;
+  static constexpr int kStages = !kAsyncCopy                                  ? 0
+                                 : kFixedBytes + 4 * kPipeBufBytes <= kBudget ? 4
+                                 : kFixedBytes + 3 * kPipeBufBytes <= kBudget ? 3
+                                                                              : 2;
+  static constexpr int kKvBufs = kAsyncCopy && !kFp8Kv ? kStages : 1;
+  static constexpr int kStageBufs = kAsyncCopy && kFp8Kv ? kStages : 0;
 
   static constexpr size_t kKvOff = 0;
-  static constexpr size_t kKvBufBytes = size_t{KT} * kRowBytes;
   static constexpr size_t kStageOff = kKvOff + kKvBufs * kKvBufBytes;
-  static constexpr size_t kStageBufBytes = size_t{KT} * kHeadDimQK;
   static constexpr size_t kQOff = kStageOff + kStageBufs * kStageBufBytes;
   static constexpr size_t kSOff = kQOff + size_t{BR} * kRowBytes;
   static constexpr size_t kPOff = kSOff + size_t{kKSplit} * BR * kSStride * sizeof(float);
@@ -161,6 +179,8 @@ struct Cfg {
   static_assert(kThreads % BR == 0 && KT % kRowThreads == 0 && kKeysPerThread % 2 == 0,
                 "softmax threads split rows and keys evenly, keys in bf16 pairs");
   static_assert(kRowThreads <= 16, "softmax butterflies stay inside 16-lane groups");
+  static_assert(kSmemBytes == kFixedBytes + kStages * kPipeBufBytes || !kAsyncCopy,
+                "layout and stage budget agree");
   static_assert(kStageOff % 16 == 0 && kQOff % 16 == 0 && kSOff % 16 == 0 && kPOff % 16 == 0 &&
                     kStatOff % 16 == 0,
                 "16-byte aligned regions");
@@ -267,7 +287,8 @@ __device__ __forceinline__ void copy16(void* dst, const void* src) {
 #endif
 }
 
-__device__ __forceinline__ void async_commit() {
+// Unused where there are no async copies (AMD), hence maybe_unused.
+[[maybe_unused]] __device__ __forceinline__ void async_commit() {
 #if MMA_SPLIT_TENSOR_CORES
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 #endif
@@ -310,7 +331,8 @@ __device__ __forceinline__ void load_tile_bf16(const Params& p, const int32_t* p
     if (r < nvalid) {
       const uint8_t* s = static_cast<const uint8_t*>(p.kv) + kv_row_bytes(p, pages, t0 + r, 2);
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) copy16(d + (sub + kTpr * c) * 16, s + (sub + kTpr * c) * 16);
+      for (int c = 0; c < kChunks; ++c)
+        copy16(d + (sub + kTpr * c) * 16, s + (sub + kTpr * c) * 16);
     } else {
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) zero16(d + (sub + kTpr * c) * 16);
@@ -385,8 +407,8 @@ __device__ __forceinline__ void convert_stage(const uint8_t* stage, int nvalid, 
 // The group's Q rows as bf16 (exact for every q dtype; the scales are applied to the scores).
 // Rows beyond heads * qlen are zero.
 template <int BR, DType Q>
-__device__ __forceinline__ void load_q_rows(const Params& p, int32_t b, int32_t row0,
-                                            uint8_t* q_s, int tid) {
+__device__ __forceinline__ void load_q_rows(const Params& p, int32_t b, int32_t row0, uint8_t* q_s,
+                                            int tid) {
   constexpr int kChunksPerRow = kHeadDimQK / 8;  // 72 chunks of 8 bf16
   for (int c = tid; c < BR * kChunksPerRow; c += kThreads) {
     const int rl = c / kChunksPerRow;
@@ -398,7 +420,8 @@ __device__ __forceinline__ void load_q_rows(const Params& p, int32_t b, int32_t 
       if constexpr (Q == DType::kBF16) {
         v = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.q) + e);
       } else {
-        v = fp8x8_to_bf16x8<Q>(*reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(p.q) + e));
+        v = fp8x8_to_bf16x8<Q>(
+            *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(p.q) + e));
       }
     }
     *reinterpret_cast<uint4*>(q_s + rl * kRowBytes + col * 16) = v;
@@ -431,15 +454,14 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
 }
 #else
 __device__ __forceinline__ float smem_bf16(const uint8_t* base, int row_bytes, int row, int col) {
-  return gpu::bf16_to_float(
-      *reinterpret_cast<const uint16_t*>(base + row * row_bytes + col * 2));
+  return gpu::bf16_to_float(*reinterpret_cast<const uint16_t*>(base + row * row_bytes + col * 2));
 }
 #endif
 
 // S partial of this warp's units: S[row][key] over its k-steps, into s_s[kgroup].
 template <class C>
-__device__ __forceinline__ void qk_tile(const uint8_t* q_s, const uint8_t* kv, float* s_s,
-                                        int warp, int lane) {
+__device__ __forceinline__ void qk_tile(const uint8_t* q_s, const uint8_t* kv, float* s_s, int warp,
+                                        int lane) {
   constexpr int kWarpsPerK = kWarps / C::kKSplit;
   constexpr int kNGroups = C::kNTiles / C::kTilesPerWarp;
   const int kg = warp / kWarpsPerK;
@@ -455,15 +477,16 @@ __device__ __forceinline__ void qk_tile(const uint8_t* q_s, const uint8_t* kv, f
   // one chain per n-tile would serialise up to 36 dependent mma.sync per tile.
   float chain[C::kChains][C::kTilesPerWarp][4] = {};
   // A (Q rows): lanes 0-7 rows 0-7, 8-15 rows 8-15, at k 0-7; lanes 16-31 the same at k 8-15.
-  const uint32_t a_addr = smem_u32(q_s + (mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kRowBytes +
-                                   (lane >> 4) * 16 + step0 * 32);
+  const uint32_t a_addr =
+      smem_u32(q_s + (mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kRowBytes + (lane >> 4) * 16 +
+               step0 * 32);
   // B (K rows of one n-tile): lane group q = lane / 8 reads dims 8q..8q+7 of a k32 block, giving
   // b0, b1 of step s and b0, b1 of step s + 1.
   uint32_t b_addr[C::kTilesPerWarp];
 #pragma unroll
   for (int j = 0; j < C::kTilesPerWarp; ++j) {
-    b_addr[j] = smem_u32(kv + ((n0 + j) * 8 + (lane & 7)) * kRowBytes + (lane >> 3) * 16 +
-                         step0 * 32);
+    b_addr[j] =
+        smem_u32(kv + ((n0 + j) * 8 + (lane & 7)) * kRowBytes + (lane >> 3) * 16 + step0 * 32);
   }
 #pragma unroll
   for (int s = 0; s < C::kStepsPerWarp; s += 2) {
@@ -515,8 +538,8 @@ __device__ __forceinline__ void qk_tile(const uint8_t* q_s, const uint8_t* kv, f
 // in every thread of the row), writes bf16 P, and publishes alpha.
 template <class C>
 __device__ __forceinline__ void softmax_tile(const float* s_s, uint16_t* p_s, float* alpha_s,
-                                             float scale_log2, int32_t t0, int32_t key_end,
-                                             int rl, int sub, float& m, float& l, float& lb) {
+                                             float scale_log2, int32_t t0, int32_t key_end, int rl,
+                                             int sub, float& m, float& l, float& lb) {
   constexpr int kKpt = C::kKeysPerThread;
   constexpr int kPartStride = 16 * C::kMTiles * C::kSStride;
   const int c0 = sub * kKpt;
@@ -527,8 +550,8 @@ __device__ __forceinline__ void softmax_tile(const float* s_s, uint16_t* p_s, fl
     float2 v = *reinterpret_cast<const float2*>(s_s + rl * C::kSStride + c0 + k);
 #pragma unroll
     for (int kg = 1; kg < C::kKSplit; ++kg) {
-      const float2 w = *reinterpret_cast<const float2*>(s_s + kg * kPartStride +
-                                                        rl * C::kSStride + c0 + k);
+      const float2 w =
+          *reinterpret_cast<const float2*>(s_s + kg * kPartStride + rl * C::kSStride + c0 + k);
       v.x += w.x;
       v.y += w.y;
     }
@@ -591,9 +614,9 @@ __device__ __forceinline__ void pv_tile(const uint16_t* p_s, const uint8_t* kv,
 #if MMA_SPLIT_TENSOR_CORES
   constexpr int kPRowBytes = C::kPStride * 2;
   // A (P rows) as for Q in qk_tile.
-  const uint32_t p_addr = smem_u32(reinterpret_cast<const uint8_t*>(p_s) +
-                                   ((lane & 7) + ((lane >> 3) & 1) * 8) * kPRowBytes +
-                                   (lane >> 4) * 16);
+  const uint32_t p_addr =
+      smem_u32(reinterpret_cast<const uint8_t*>(p_s) +
+               ((lane & 7) + ((lane >> 3) & 1) * 8) * kPRowBytes + (lane >> 4) * 16);
   // B (V, transposed on load): lanes 0-7 keys 0-7 and 8-15 keys 8-15 at dims n..n+7, lanes
   // 16-31 the same at dims n+8..n+15: b0, b1 of n-tile n and b0, b1 of n-tile n + 8.
   const uint32_t v_addr =
@@ -734,42 +757,57 @@ __global__ void MMA_SPLIT_BOUNDS(BR) mma_split_kernel(const Params p) {
         compute(kv_s, t);
       }
     } else if constexpr (!kIsFp8<KV>) {
-      // bf16: tile t + 1 streams into the other buffer while tile t is computed.
-      load_tile_bf16<KT>(p, pages, lo, tile_keys(0), kv_s, tid);
-      async_commit();
-      load_q();
-      for (int32_t t = 0; t < n_tiles; ++t) {
-        async_wait<0>();
-        __syncthreads();  // tile t visible to all; everyone is done with tile t - 1's buffer
-        if (t + 1 < n_tiles) {
-          load_tile_bf16<KT>(p, pages, lo + (t + 1) * KT, tile_keys(t + 1),
-                             kv_s + ((t + 1) & 1) * C::kKvBufBytes, tid);
+      // bf16: kStages - 1 tiles stream into the ring while tile t is computed.
+      constexpr int kS = C::kStages;
+#pragma unroll
+      for (int st = 0; st < kS - 1; ++st) {
+        if (st < n_tiles) {
+          load_tile_bf16<KT>(p, pages, lo + st * KT, tile_keys(st), kv_s + st * C::kKvBufBytes,
+                             tid);
         }
         async_commit();
-        compute(kv_s + (t & 1) * C::kKvBufBytes, t);
+      }
+      load_q();
+      int buf = 0;  // t % kS
+      for (int32_t t = 0; t < n_tiles; ++t) {
+        async_wait<kS - 2>();
+        __syncthreads();  // tile t visible to all; everyone is done with tile t - 1's buffer
+        const int32_t ahead = t + kS - 1;
+        if (ahead < n_tiles) {
+          const int ahead_buf = buf == 0 ? kS - 1 : buf - 1;  // tile t - 1's buffer
+          load_tile_bf16<KT>(p, pages, lo + ahead * KT, tile_keys(ahead),
+                             kv_s + ahead_buf * C::kKvBufBytes, tid);
+        }
+        async_commit();
+        compute(kv_s + buf * C::kKvBufBytes, t);
+        buf = buf + 1 == kS ? 0 : buf + 1;
       }
     } else {
-      // fp8: raw tiles t + 1 and t + 2 in flight in the staging buffers while tile t, converted
-      // to bf16, is computed.
-      load_tile_fp8<KT, KV, true>(p, pages, lo, tile_keys(0), stage_s, tid);
-      async_commit();
-      if (n_tiles > 1) {
-        load_tile_fp8<KT, KV, true>(p, pages, lo + KT, tile_keys(1),
-                                    stage_s + C::kStageBufBytes, tid);
+      // fp8: raw tiles t + 1 .. t + kStages in flight in the staging ring while tile t,
+      // converted to bf16, is computed.
+      constexpr int kS = C::kStages;
+#pragma unroll
+      for (int st = 0; st < kS; ++st) {
+        if (st < n_tiles) {
+          load_tile_fp8<KT, KV, true>(p, pages, lo + st * KT, tile_keys(st),
+                                      stage_s + st * C::kStageBufBytes, tid);
+        }
+        async_commit();
       }
-      async_commit();
       load_q();
+      int buf = 0;  // t % kS
       for (int32_t t = 0; t < n_tiles; ++t) {
-        async_wait<1>();
+        async_wait<kS - 1>();
         __syncthreads();  // staged tile t visible; everyone is done with kv_s
-        convert_stage<KT, KV>(stage_s + (t & 1) * C::kStageBufBytes, tile_keys(t), kv_s, tid);
-        __syncthreads();  // kv_s ready; staging buffer t & 1 free
-        if (t + 2 < n_tiles) {
-          load_tile_fp8<KT, KV, true>(p, pages, lo + (t + 2) * KT, tile_keys(t + 2),
-                                      stage_s + (t & 1) * C::kStageBufBytes, tid);
+        convert_stage<KT, KV>(stage_s + buf * C::kStageBufBytes, tile_keys(t), kv_s, tid);
+        __syncthreads();  // kv_s ready; staging buffer `buf` free
+        if (t + kS < n_tiles) {
+          load_tile_fp8<KT, KV, true>(p, pages, lo + (t + kS) * KT, tile_keys(t + kS),
+                                      stage_s + buf * C::kStageBufBytes, tid);
         }
         async_commit();
         compute(kv_s, t);
+        buf = buf + 1 == kS ? 0 : buf + 1;
       }
     }
   }
@@ -852,9 +890,8 @@ __global__ void __launch_bounds__(kCombineThreads) mma_split_combine_kernel(cons
   }
   // No split saw a key (impossible for valid shapes, L >= qlen): zeros and -inf, never NaN.
   const float scale = total > 0.0f ? c.kv_scale / total : 0.0f;
-  *reinterpret_cast<uint2*>(c.out + row * kHeadDimV + d) =
-      uint2{pack_bf16x2(acc[0] * scale, acc[1] * scale),
-            pack_bf16x2(acc[2] * scale, acc[3] * scale)};
+  *reinterpret_cast<uint2*>(c.out + row * kHeadDimV + d) = uint2{
+      pack_bf16x2(acc[0] * scale, acc[1] * scale), pack_bf16x2(acc[2] * scale, acc[3] * scale)};
   if (c.lse != nullptr && threadIdx.x == 0) {
     c.lse[row] = total > 0.0f ? mx + logf(total) : kNegInf;
   }
@@ -938,9 +975,7 @@ class MmaSplitVariant final : public Variant {
            "scalar stand-in for the matrix instructions";
   }
   Backend backend() const override { return Backend::kHip; }
-  std::string_view code_identity() const override {
-    return code_identity::k_hip_mma_split_v1;
-  }
+  std::string_view code_identity() const override { return code_identity::k_hip_mma_split_v1; }
   ParamSpace param_space() const override {
     ParamSpace p;
     p.kv_splits = {1, 2, 4, 8, 16, 32, 64};

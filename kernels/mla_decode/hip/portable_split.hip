@@ -11,19 +11,22 @@
 // b += gridDim.y when batch exceeds 65535). Split s of a sequence of length L covers keys
 // [s * c, min(L, (s + 1) * c)) with c = ceil(L / kv_splits), as in host_split_kv_v1.
 //
-// Per workgroup (256 threads), for each tile of kv_tile keys of its split:
+// Per workgroup (256 threads; 512 for block_rows 64), for each tile of kv_tile keys of its split:
 //   1. the tile's row offsets (from the block table, only slots of keys < L) go to shared memory;
 //   2. the tile is staged ONCE into shared memory as bf16 for all rows (fp8 -> bf16 is exact), with
 //      16-byte global loads when the pool is 16-byte aligned. Only keys < min(L, split end) are
 //      staged and only they are ever read, so poisoned rows past L never enter the arithmetic;
-//   3. scores: 256 / block_rows threads per row each hold a slice of the row's q (bf16, in
-//      registers) and compute the slice's partial dot for every key; a butterfly over those lanes
-//      completes it, and the lane whose slice index equals key % (256 / block_rows) keeps it;
+//   3. scores: threads / block_rows lanes per row each hold a slice of the row's q (exact values,
+//      in float registers) and compute the slice's partial dot for every key; a butterfly over
+//      those lanes completes it, and the lane whose slice index is key % lanes keeps it;
 //   4. online softmax per row (max and sum by butterflies over the same lanes), masked keys
 //      (past the split end, or causal: key j >= L - qlen + i + 1) get p = 0 exactly; the rescale
 //      factor and p go to shared memory;
 //   5. P.V: thread (dim group of 8 dims, row group) rescales and accumulates its 8 dims for
-//      block_rows / 4 rows over the tile's keys.
+//      8 (4 when block_rows is 16) rows over the tile's staged keys.
+// Registers (sm_90a): 128 for block_rows 16 (two workgroups per SM), about 225 for 32; 64 rows
+// hold 64 * (576 q + 512 accumulators) floats per workgroup, more than a register file, and spill
+// (~570 bytes per thread) at the 128-register cap of 512 threads.
 // A row that saw no key keeps m = -inf, l = 0: it writes LSE -inf (and zeros when it is final),
 // never NaN. Everything is 64-bit where it indexes memory; there are no atomics, and every
 // reduction has a fixed order, so results are bitwise reproducible.
@@ -38,11 +41,12 @@
 //   out = kv_scale * sum_s w_s part_out_s / sum_s w_s, w_s = exp(lse_s - max lse),
 //   lse = max lse + log(sum_s w_s); a -inf part contributes exactly 0 and is never read.
 //
-// Shared memory per workgroup (bytes): kv_tile * 1168 (staged tile, rows padded by 16 bytes so
-// that rows read together fall in different banks) + kv_tile * block_rows * 4 (p) + kv_tile * 8
-// (row offsets) + block_rows * 12 (row statistics): 39,872 / 42,112 / 46,592 for kv_tile 32 and
-// block_rows 16 / 32 / 64, and 79,552 / 83,840 / 92,416 for kv_tile 64 (above 48 KiB: needs the
-// device's opt-in limit, H200 227 KiB, gfx950 160 KiB; refused on gfx942's 64 KiB).
+// Shared memory per workgroup (bytes): kv_tile * 1152 (staged tile; every access pattern reads
+// one key row or writes consecutive 16-byte pieces, so rows need no padding against bank
+// conflicts) + kv_tile * block_rows * 4 (p) + kv_tile * 8 (row offsets) + block_rows * 12 (row
+// statistics): 39,360 / 41,600 / 46,080 for kv_tile 32 and block_rows 16 / 32 / 64, and
+// 78,528 / 82,816 / 91,392 for kv_tile 64 (above 48 KiB: needs the device's opt-in limit, H200
+// 227 KiB, gfx950 160 KiB; refused on gfx942's 64 KiB).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -59,9 +63,9 @@
 namespace mlatune {
 namespace {
 
-constexpr int kKvStride = kHeadDimQK + 8;           // bf16 elements per staged row (1168 bytes)
-constexpr int kDimGroups = kHeadDimV / 8;           // P.V: 64 groups of 8 output dims
-constexpr int kCombineThreads = kHeadDimV / 4;      // combine: 4 dims per thread
+constexpr int kKvStride = kHeadDimQK;           // bf16 elements per staged row (1152 bytes)
+constexpr int kDimGroups = kHeadDimV / 8;       // P.V: 64 groups of 8 output dims
+constexpr int kCombineThreads = kHeadDimV / 4;  // combine: 4 dims per thread
 constexpr int64_t kMaxCombineBlocks = int64_t{1} << 16;
 constexpr int64_t kMaxGridY = 65535;
 constexpr size_t kDefaultSharedLimit = 48 * 1024;  // usable by every kernel without an opt-in
@@ -84,7 +88,7 @@ struct Geometry {
   static constexpr int kTpr = kThreads / kRows;
   static constexpr int kCw = (kHeadDimQK / 8) % kTpr == 0 ? 8 : 4;
   static constexpr int kChunks = kHeadDimQK / kCw / kTpr;
-  static constexpr int kQDims = kChunks * kCw;  // q values held in registers per thread
+  static constexpr int kQDims = kChunks * kCw;         // q values held in registers per thread
   static constexpr int kKeysPerThread = kTile / kTpr;  // scores each thread keeps per tile
   static constexpr int kRpt = kRows / kRowGroups;      // P.V rows per thread
   static_assert(kHeadDimQK % (kCw * kTpr) == 0 && kTile % kTpr == 0, "score layout");
@@ -98,6 +102,10 @@ struct Geometry {
   static constexpr size_t kBytes = kStatOffset + size_t{kRows} * 12;
   static_assert(kPOffset % 16 == 0 && kRowOffOffset % 16 == 0 && kStatOffset % 16 == 0);
 };
+
+static_assert(Geometry<16, 32>::kBytes == 39360 && Geometry<64, 32>::kBytes == 46080 &&
+                  Geometry<16, 64>::kBytes == 78528 && Geometry<64, 64>::kBytes == 91392,
+              "the sizes quoted at the top of this file");
 
 size_t shared_bytes(int rows, int tile) {
   if (tile == 32) {
@@ -261,8 +269,8 @@ __device__ __forceinline__ float group_max(float x) {
 }
 
 template <DType kKv, int kRows, int kTile>
-__global__ __launch_bounds__(threads_for(kRows), min_blocks_for(kRows)) void split_kernel(
-    SplitParams p) {
+__global__ __launch_bounds__(threads_for(kRows),
+                             min_blocks_for(kRows)) void split_kernel(SplitParams p) {
   using G = Geometry<kRows, kTile>;
   unsigned char* smem = dynamic_shared();
   uint16_t* kv_s = reinterpret_cast<uint16_t*>(smem + G::kKvOffset);
@@ -280,7 +288,8 @@ __global__ __launch_bounds__(threads_for(kRows), min_blocks_for(kRows)) void spl
   const int nrows = rows_per_seq - r0 < kRows ? rows_per_seq - r0 : kRows;
   const int srow = tid / G::kTpr;  // score phase: row and slice
   const int slice = tid % G::kTpr;
-  const int dgroup = tid % kDimGroups;  // P.V phase: dims [8 dgroup, +8) of rows [rgroup kRpt, +kRpt)
+  const int dgroup =
+      tid % kDimGroups;  // P.V phase: dims [8 dgroup, +8) of rows [rgroup kRpt, +kRpt)
   const int rgroup = tid / kDimGroups;
   const int64_t max_len = int64_t{p.max_pages_per_seq} * p.page_size;
 
@@ -327,8 +336,7 @@ __global__ __launch_bounds__(threads_for(kRows), min_blocks_for(kRows)) void spl
       __syncthreads();  // the previous tile's readers are done with every shared array
       if (tid < n) {
         const int64_t j = t0 + tid;  // < hi <= L: only used block-table slots are read
-        off_s[tid] = (int64_t{pages[j / p.page_size]} * p.page_size + j % p.page_size) *
-                     kHeadDimQK;
+        off_s[tid] = (int64_t{pages[j / p.page_size]} * p.page_size + j % p.page_size) * kHeadDimQK;
       }
       __syncthreads();
       stage_tile<kKv, G>(p, off_s, n, kv_s, tid);
@@ -474,8 +482,10 @@ __global__ __launch_bounds__(kCombineThreads) void combine_kernel(CombineParams 
     }
     const bool empty = total == 0.0f;  // only when no split saw a key (invalid lengths)
     const float f = empty ? 0.0f : p.kv_scale / total;
-    const uint32_t lo = gpu::float_to_bf16(acc.x * f) | (uint32_t{gpu::float_to_bf16(acc.y * f)} << 16);
-    const uint32_t hi = gpu::float_to_bf16(acc.z * f) | (uint32_t{gpu::float_to_bf16(acc.w * f)} << 16);
+    const uint32_t lo =
+        gpu::float_to_bf16(acc.x * f) | (uint32_t{gpu::float_to_bf16(acc.y * f)} << 16);
+    const uint32_t hi =
+        gpu::float_to_bf16(acc.z * f) | (uint32_t{gpu::float_to_bf16(acc.w * f)} << 16);
     reinterpret_cast<uint2*>(p.out + row * kHeadDimV)[tid] = make_uint2(lo, hi);
     if (tid == 0 && p.lse) p.lse[row] = empty ? kNegInf : mx + logf(total);
   }
@@ -541,7 +551,8 @@ template <DType kKv, int kRows, int kTile>
 void launch_split(const SplitParams& params, dim3 grid) {
   constexpr size_t bytes = Geometry<kRows, kTile>::kBytes;
   prepare_shared<kKv, kRows, kTile>(bytes);
-  split_kernel<kKv, kRows, kTile><<<grid, Geometry<kRows, kTile>::kThreads, bytes, nullptr>>>(params);
+  split_kernel<kKv, kRows, kTile>
+      <<<grid, Geometry<kRows, kTile>::kThreads, bytes, nullptr>>>(params);
   hip_check_launch("hip_portable_split_v1 split_kernel");
 }
 
@@ -559,9 +570,7 @@ void launch_split(const SplitParams& params, dim3 grid, int rows, int tile) {
 
 bool aligned(const void* ptr, size_t to) { return reinterpret_cast<uintptr_t>(ptr) % to == 0; }
 
-int64_t partial_rows(const DecodeShape& s, const LaunchParams& p) {
-  return s.rows() * p.kv_splits;
-}
+int64_t partial_rows(const DecodeShape& s, const LaunchParams& p) { return s.rows() * p.kv_splits; }
 
 class PortableSplitVariant final : public Variant {
  public:
@@ -572,9 +581,7 @@ class PortableSplitVariant final : public Variant {
            "LSE-merge combine kernel when kv_splits > 1";
   }
   Backend backend() const override { return Backend::kHip; }
-  std::string_view code_identity() const override {
-    return code_identity::k_hip_portable_split_v1;
-  }
+  std::string_view code_identity() const override { return code_identity::k_hip_portable_split_v1; }
   ParamSpace param_space() const override {
     ParamSpace p;
     p.kv_splits = {1, 2, 4, 8, 16, 32};
@@ -593,9 +600,9 @@ class PortableSplitVariant final : public Variant {
     std::string error;
     const size_t limit = device_shared_limit(&error);
     if (limit == 0) {
-      return Support::no("needs " + std::to_string(need) +
-                         " bytes of shared memory per workgroup and the device limit is unknown: " +
-                         error);
+      return Support::no(
+          "needs " + std::to_string(need) +
+          " bytes of shared memory per workgroup and the device limit is unknown: " + error);
     }
     if (need > limit) {
       return Support::no("needs " + std::to_string(need) +
@@ -627,8 +634,8 @@ void PortableSplitVariant::run(const DecodeShape& s, const LaunchParams& p,
   if (!aligned(a.out, 16)) throw LaunchError(who + "out must be 16-byte aligned");
   const size_t need = workspace_bytes(s, p);
   if (need > 0) {
-    if (!a.workspace) throw LaunchError(who + "null workspace (" + std::to_string(need) +
-                                        " bytes needed)");
+    if (!a.workspace)
+      throw LaunchError(who + "null workspace (" + std::to_string(need) + " bytes needed)");
     if (a.workspace_bytes < need) {
       throw LaunchError(who + "workspace too small: " + std::to_string(a.workspace_bytes) +
                         " bytes given, " + std::to_string(need) + " needed");

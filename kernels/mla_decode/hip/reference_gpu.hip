@@ -29,9 +29,9 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWave = MLATUNE_WAVE_SIZE;
 constexpr int kWaves = kThreads / kWave;
-constexpr int kChunk = 256;                       // keys whose probabilities are staged at once
+constexpr int kChunk = 256;                           // keys whose probabilities are staged at once
 constexpr int kDimsPerThread = kHeadDimV / kThreads;  // output dims each thread accumulates
-constexpr int64_t kMaxBlocks = int64_t{1} << 18;  // grid cap; blocks loop over the rows
+constexpr int64_t kMaxBlocks = int64_t{1} << 18;      // grid cap; blocks loop over the rows
 static_assert(kHeadDimV % kThreads == 0, "every thread owns the same number of output dims");
 
 struct RefParams {

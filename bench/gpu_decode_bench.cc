@@ -1,0 +1,165 @@
+// GPU decode throughput against the device's own copy bandwidth, measured in the same run
+// (design.md §5, issue 3's acceptance shapes). For each shape, every GPU variant x launch
+// parameter set that can implement it is swept (median of device-event samples, L2 flushed
+// before each); the fastest is then timed under Google Benchmark with manual time and reported
+// with achieved GB/s (KV bytes read / time), TFLOP/s and its fraction of copy bandwidth.
+// The variants are the ones the tuner validates; this program does not validate (the tests and
+// the tuner do).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mla_decode/memory.h"
+#include "mla_decode/registry.h"
+#include "tuner/device_case.h"
+#include "tuner/validation_case.h"
+
+namespace mlatune {
+namespace {
+
+constexpr size_t kFlushBytes = size_t{256} << 20;  // > 60 MB L2 of an H200
+
+struct Shape {
+  const char* label;
+  int32_t heads, qlen, batch, kv_len;
+  DType kv_dtype;
+};
+
+const Shape kShapes[] = {
+    {"h16_q1_b64_kv8192_bf16", 16, 1, 64, 8192, DType::kBF16},
+    {"h16_q1_b64_kv8192_fp8", 16, 1, 64, 8192, DType::kFP8E4M3FN},
+    {"h16_q4_b64_kv8192_bf16", 16, 4, 64, 8192, DType::kBF16},
+    {"h128_q1_b64_kv4096_bf16", 128, 1, 64, 4096, DType::kBF16},
+};
+
+double median_seconds(MemorySpace& m, const std::function<void()>& work, int samples) {
+  auto timer = m.make_timer();
+  std::vector<double> t;
+  for (int i = 0; i < samples; ++i) {
+    m.flush_caches(kFlushBytes);
+    timer->start();
+    work();
+    timer->stop();
+    t.push_back(timer->seconds());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+struct Prepared {
+  Shape shape;
+  ValidationCase input;
+  std::unique_ptr<DeviceCase> device;
+  const Variant* variant = nullptr;
+  LaunchParams params;
+  double kv_bytes = 0, flops = 0;
+  DeviceBuffer out, ws;
+};
+
+std::vector<std::unique_ptr<Prepared>> g_prepared;
+double g_copy_gbps = 0;
+
+void prepare(MemorySpace& m, const Registry& registry) {
+  // Copy bandwidth: read + write bytes of a 2 GiB device-to-device copy.
+  const size_t copy_bytes = size_t{2} << 30;
+  DeviceBuffer a(m, copy_bytes), b(m, copy_bytes);
+  m.fill(a.data(), 1, copy_bytes);
+  double copy_s = median_seconds(
+      m, [&] { m.copy_within(b.data(), a.data(), copy_bytes); }, 10);
+  g_copy_gbps = 2.0 * static_cast<double>(copy_bytes) / copy_s / 1e9;
+  std::printf("device copy bandwidth (read + write): %.0f GB/s\n", g_copy_gbps);
+
+  for (const Shape& sh : kShapes) {
+    auto p = std::make_unique<Prepared>();
+    p->shape = sh;
+    BucketKey bucket;
+    bucket.key = {sh.heads, sh.qlen, DType::kBF16, sh.kv_dtype, 64, false};
+    bucket.batch_lo = bucket.batch_hi = sh.batch;
+    bucket.kv_lo = bucket.kv_hi = sh.kv_len;
+    p->input = make_timing_case(bucket, 1.0 / 24.0);  // every sequence at kv_len
+    p->device = std::make_unique<DeviceCase>(m, p->input);
+    const DecodeShape& s = p->input.shape;
+    p->kv_bytes = static_cast<double>(sh.batch) * sh.kv_len * kHeadDimQK * dtype_bytes(sh.kv_dtype);
+    p->flops = 2.0 * s.rows() * sh.kv_len * (kHeadDimQK + kHeadDimV);
+    p->out = DeviceBuffer(m, static_cast<size_t>(s.out_elems()) * 2);
+    double best = 1e30;
+    for (const Variant* v : registry.all()) {
+      if (v->backend() != Backend::kHip) continue;
+      for (const LaunchParams& lp : v->param_space().enumerate()) {
+        if (!v->can_implement(s, lp).ok) continue;
+        DeviceBuffer ws(m, v->workspace_bytes(s, lp));
+        DecodeArgs args = p->device->args();
+        args.out = static_cast<uint16_t*>(p->out.data());
+        args.workspace = ws.data();
+        args.workspace_bytes = ws.size();
+        v->run(s, lp, args);
+        m.synchronize();
+        double t = median_seconds(
+            m, [&] { v->run(s, lp, args); }, 7);
+        if (t < best) {
+          best = t;
+          p->variant = v;
+          p->params = lp;
+        }
+      }
+    }
+    p->ws = DeviceBuffer(m, p->variant->workspace_bytes(s, p->params));
+    std::printf("%-26s best %s %s: %.1f us\n", sh.label, std::string(p->variant->name()).c_str(),
+                p->params.to_string().c_str(), best * 1e6);
+    g_prepared.push_back(std::move(p));
+  }
+}
+
+void BM_Decode(benchmark::State& state, Prepared* p) {
+  MemorySpace& m = *p->device->memory;
+  DecodeArgs args = p->device->args();
+  args.out = static_cast<uint16_t*>(p->out.data());
+  args.workspace = p->ws.data();
+  args.workspace_bytes = p->ws.size();
+  auto timer = m.make_timer();
+  for (auto _ : state) {
+    m.flush_caches(kFlushBytes);
+    timer->start();
+    p->variant->run(p->input.shape, p->params, args);
+    timer->stop();
+    state.SetIterationTime(timer->seconds());
+  }
+  state.SetLabel(std::string(p->variant->name()) + " " + p->params.to_string());
+  state.counters["GB/s"] = benchmark::Counter(p->kv_bytes / 1e9, benchmark::Counter::kIsRate);
+  state.counters["TFLOP/s"] = benchmark::Counter(p->flops / 1e12, benchmark::Counter::kIsRate);
+  state.counters["copy_bw_GB/s"] = g_copy_gbps;
+}
+
+}  // namespace
+}  // namespace mlatune
+
+int main(int argc, char** argv) {
+  using namespace mlatune;
+  benchmark::Initialize(&argc, argv);
+  MemorySpace* m = nullptr;
+  try {
+    m = &memory_space(Backend::kHip);
+    m->synchronize();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpu_decode_bench: %s\n", e.what());
+    return 1;
+  }
+  Registry registry = builtin_registry();
+  prepare(*m, registry);
+  for (auto& p : g_prepared) {
+    benchmark::RegisterBenchmark(p->shape.label, BM_Decode, p.get())
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond)
+        ->Iterations(20)
+        ->Repetitions(5)
+        ->ReportAggregatesOnly(true);
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

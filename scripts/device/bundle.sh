@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Packs an nvidia build (BUILD, default build-nvidia) for a GPU machine into BUNDLE (default
+# dev-bundle, git-ignored): the mlatune CLI, the GPU test binaries, libmlatune and the Debian
+# shared libraries they need (../shared/device/bundle-libs).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${BUILD:-build-nvidia}
+bundle=${BUNDLE:-dev-bundle}
+rm -rf "$bundle" && mkdir -p "$bundle/bin" "$bundle/tests" "$bundle/lib"
+cp "$build/tuner/mlatune" "$build/bench/mlatune_bench_gpu_decode" "$bundle/bin/"
+cp -P "$build"/runtime/libmlatune.so* "$bundle/lib/"
+for t in memory_test gpu_reference_test portable_split_test mma_split_test gpu_planted_test; do
+  cp "$build/tests/$t" "$bundle/tests/"
+done
+bundle_libs=${BUNDLE_LIBS:-../shared/device/bundle-libs}
+LD_LIBRARY_PATH=$bundle/lib bash "$bundle_libs" "$bundle"
+du -sh "$bundle"
