@@ -19,9 +19,9 @@
 #include <utility>
 
 #include "db/digest.h"
-#include "mla_decode/memory.h"
 #include "db/records.h"
 #include "db/sqlite_util.h"
+#include "mla_decode/memory.h"
 #include "mla_decode/problem.h"
 
 namespace mlatune {

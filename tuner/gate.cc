@@ -32,7 +32,6 @@ namespace {
 using gate_detail::Failure;
 using gate_detail::Metrics;
 
-
 constexpr size_t kGuardBytes = 256;
 constexpr uint8_t kGuardByte = 0x5a;
 // 0xff bytes read as NaN in bf16 and fp32: a kernel that leaves part of its output unwritten, or
@@ -44,7 +43,9 @@ constexpr uint8_t kPrefillByte = 0xff;
 class GuardedBuffer {
  public:
   GuardedBuffer(MemorySpace& m, size_t payload)
-      : memory_(m), payload_(payload), device_(m, payload + 2 * kGuardBytes),
+      : memory_(m),
+        payload_(payload),
+        device_(m, payload + 2 * kGuardBytes),
         host_(payload + 2 * kGuardBytes) {}
   void refill() {
     uint8_t* base = static_cast<uint8_t*>(device_.data());
@@ -190,9 +191,11 @@ const DeviceCase& BucketValidator::device_case(MemorySpace& memory, size_t i) co
   return *cached[i];
 }
 
-std::optional<gate_detail::Failure> BucketValidator::run_case(const Variant& v, const LaunchParams& p,
-                                                 MemorySpace& memory, size_t case_index,
-                                                 TrialRecord& t, gate_detail::Metrics& m) const {
+std::optional<gate_detail::Failure> BucketValidator::run_case(const Variant& v,
+                                                              const LaunchParams& p,
+                                                              MemorySpace& memory,
+                                                              size_t case_index, TrialRecord& t,
+                                                              gate_detail::Metrics& m) const {
   const ValidationCase& c = cases_[case_index];
   const DecodeShape& s = c.shape;
   size_t ws_bytes = v.workspace_bytes(s, p);

@@ -107,8 +107,8 @@ TimingResult time_candidate(const Variant& variant, const LaunchParams& params,
   r.iqr_us = std::max(0.0, collector.iqr_us);
   r.samples = collector.samples;
   r.method = std::string(memory.timer_description()) + " around run(), Google Benchmark manual " +
-             "time, " + std::to_string(settings.warmup) + " warm-up, " +
-             std::to_string(r.samples) + " samples, median + IQR, " +
+             "time, " + std::to_string(settings.warmup) + " warm-up, " + std::to_string(r.samples) +
+             " samples, median + IQR, " +
              (settings.cold_cache ? std::to_string(settings.flush_bytes >> 20) +
                                         " MiB cache flush before each sample"
                                   : std::string("warm cache")) +

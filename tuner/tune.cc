@@ -149,7 +149,8 @@ TuneSummary tune(const TuneConfig& config, const std::vector<Candidate>& candida
       if (t.disposition == Disposition::kPassed) {
         try {
           std::unique_ptr<DeviceCase>& dev = timing_inputs[c.variant->backend()];
-          if (!dev) dev = std::make_unique<DeviceCase>(memory_space(c.variant->backend()), timing_input);
+          if (!dev)
+            dev = std::make_unique<DeviceCase>(memory_space(c.variant->backend()), timing_input);
           TimingResult r = time_candidate(*c.variant, c.params, timing_input, *dev, config.timing);
           t.time_median_us = r.median_us;
           t.time_spread_us = r.iqr_us;

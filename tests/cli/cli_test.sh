@@ -45,6 +45,14 @@ expect 3 "unknown.yaml:2:1: " -- "$mlatune" tune --config "$work/unknown.yaml" -
 expect 3 "missing.yaml" -- "$mlatune" tune --config "$work/missing.yaml" --db "$work/x.db"
 [[ ! -e $work/x.db ]] || { echo "FAIL: a config error created the database"; failed=$((failed + 1)); }
 
+# A GPU config where this build or machine has no GPU: refused before any database is made.
+if ! command -v nvidia-smi >/dev/null && ! command -v rocm-smi >/dev/null; then
+  expect 7 "device error" -- "$mlatune" tune --config "$src/configs/gpu-smoke.yaml" \
+    --db "$work/gpu.db"
+  [[ ! -e $work/gpu.db ]] ||
+    { echo "FAIL: a refused GPU tune created the database"; failed=$((failed + 1)); }
+fi
+
 # A real (tiny) tune, then everything that reads it.
 db=$work/tiny.db
 expect 0 "tuned 2 buckets (2 with a winner" -- "$mlatune" tune --config "$tiny" --db "$db"

@@ -153,7 +153,7 @@ TEST(GateHostVariants, EveryHostVariantPassesFp8WithMargin) {
   BucketValidator v(c.buckets().at(0), c, 2);
   Registry r = builtin_registry();
   for (const Variant* var : r.all()) {
-    if (var->backend() != Backend::kHost) continue;  // GPU builds register GPU variants too
+    if (var->backend() != Backend::kHost) continue;          // GPU builds register GPU variants too
     LaunchParams p = var->param_space().enumerate().back();  // most splits and tiles
     p.workers = 2;
     TrialRecord t = v.validate(*var, p);

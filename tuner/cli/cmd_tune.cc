@@ -38,6 +38,9 @@ void add_tune_command(CLI::App& app, int& exit_code) {
   cmd->callback([opts, &exit_code] {
     exit_code = run_guarded([&] {
       TuneConfig config = read_config(opts->config);
+      // The device first: a GPU config on a CPU-only build or machine is refused as such, not as
+      // a config naming variants this build lacks.
+      const DeviceInfo device = current_device_info(config.backend);
       Registry registry = builtin_registry();
       std::vector<Candidate> candidates = enumerate_candidates(config, registry);
       auto db = TuningDb::open_for_tuning(
@@ -45,8 +48,7 @@ void add_tune_command(CLI::App& app, int& exit_code) {
           make_provenance(config, registry), variant_records(candidates));
       const int64_t buckets = static_cast<int64_t>(config.buckets().size());
       std::fprintf(stderr, "tuning %s: %lld buckets x %zu candidates on %s\n", config.name.c_str(),
-                   static_cast<long long>(buckets), candidates.size(),
-                   current_device_info(config.backend).to_string().c_str());
+                   static_cast<long long>(buckets), candidates.size(), device.to_string().c_str());
       Progress progress(stderr, isatty(fileno(stderr)) == 1, buckets);
       TuneSummary s = tune(config, candidates, *db, progress);
       db->finalize();

@@ -9,12 +9,13 @@ namespace mlatune::cli {
 // Exit codes of the mlatune CLI (also documented in README.md).
 enum ExitCode : int {
   kExitOk = 0,
-  kExitInternal = 1,      // a bug or an unexpected system error
-  kExitUsage = 2,         // bad command line
-  kExitConfig = 3,        // the config file is missing or invalid (message names file:line)
-  kExitDatabase = 4,      // the database is missing, damaged, foreign, or refuses the operation
-  kExitRefused = 5,       // lookup: the shape is untuned, stale, or has no valid kernel
-  kExitNoValidKernel = 6  // tune finished, but some buckets have no valid candidate
+  kExitInternal = 1,       // a bug or an unexpected system error
+  kExitUsage = 2,          // bad command line
+  kExitConfig = 3,         // the config file is missing or invalid (message names file:line)
+  kExitDatabase = 4,       // the database is missing, damaged, foreign, or refuses the operation
+  kExitRefused = 5,        // lookup: the shape is untuned, stale, or has no valid kernel
+  kExitNoValidKernel = 6,  // tune finished, but some buckets have no valid candidate
+  kExitNoDevice = 7        // the config's backend has no device in this build or machine
 };
 
 void add_tune_command(CLI::App& app, int& exit_code);

@@ -20,6 +20,9 @@ inline int run_guarded(const std::function<int()>& body) {
   } catch (const DbError& e) {
     std::cerr << "mlatune: database error: " << e.what() << "\n";
     return kExitDatabase;
+  } catch (const LaunchError& e) {
+    std::cerr << "mlatune: device error: " << e.what() << "\n";
+    return kExitNoDevice;
   } catch (const std::exception& e) {
     std::cerr << "mlatune: error: " << e.what() << "\n";
     return kExitInternal;
