@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine from the repository root, over an nvidia build bundled into BUNDLE
 # (default dev-bundle: the build's bin/, tests/ and lib/ from scripts/device/bundle.sh): the GPU
-# test binaries, a tuning run of configs/gpu-smoke.yaml with its winners, and the decode
-# throughput benchmark. Logs and the
-# database go to ${OUT:-out/gpu-suite}.
+# test binaries (or those named in TESTS), a tuning run of configs/gpu-smoke.yaml with its
+# winners, and the decode throughput benchmark. Logs and the database go to
+# ${OUT:-out/gpu-suite}.
 set -uo pipefail
 bundle=${BUNDLE:-dev-bundle}
 out=${OUT:-out/gpu-suite}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$bundle/lib:${LD_LIBRARY_PATH:-}
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv |
+  tee "$out/gpu.txt"
 status=0
-for t in memory_test gpu_reference_test portable_split_test mma_split_test gpu_planted_test; do
+all_tests="memory_test gpu_reference_test portable_split_test mma_split_test gpu_planted_test"
+for t in ${TESTS:-$all_tests}; do
   echo "== $t"
   "$bundle/tests/$t" --gtest_brief=1 > "$out/$t.log" 2>&1 || status=1
   tail -3 "$out/$t.log"
