@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/gpu_test_problem.h"
 #include "mla_decode/memory.h"
 #include "mla_decode/numformat.h"
 #include "mla_decode/reference.h"
@@ -38,126 +39,12 @@ constexpr uint8_t kWorkspacePoison = 0xff;  // NaN floats: a partial read before
 
 const Variant& variant() { return hip_mma_split_variant(); }
 
-struct Config {
-  DType q_dtype = DType::kBF16;
-  DType kv_dtype = DType::kBF16;
-  int32_t heads = 16;
-  int32_t qlen = 1;
-  int32_t page_size = 16;
-  bool lse = true;
-  std::vector<int32_t> lens{37, 300, 1};  // values below qlen stand for L = qlen
-  float q_amp = 1.0f;                     // q uniform in [-q_amp, q_amp]: larger = peakier
-  // Key L-1 of every sequence aligned with q of token 0, head 0, which must not see it: a causal
-  // leak then dominates that row.
-  bool adversarial = false;
-  uint32_t seed = 1;
-};
-
-std::string describe(const Config& c) {
-  std::string s = std::string(dtype_name(c.q_dtype)) + "/" + std::string(dtype_name(c.kv_dtype)) +
-                  " heads=" + std::to_string(c.heads) + " qlen=" + std::to_string(c.qlen) +
-                  " page=" + std::to_string(c.page_size) + " lse=" + std::to_string(c.lse) +
-                  " amp=" + std::to_string(c.q_amp) + " adv=" + std::to_string(c.adversarial) +
-                  " lens=";
-  for (int32_t l : c.lens) s += std::to_string(l) + ",";
-  return s;
-}
-
-// Host inputs of one call; every byte nobody may read is poisoned.
-struct Problem {
-  DecodeShape shape;
-  std::vector<uint8_t> q, kv;
-  std::vector<int32_t> block_table, kv_lens;
-
-  DecodeArgs host_args() const {
-    DecodeArgs a;
-    a.q = q.data();
-    a.kv = kv.data();
-    a.block_table = block_table.data();
-    a.kv_lens = kv_lens.data();
-    return a;
-  }
-};
-
-void poison(std::vector<uint8_t>& buf, DType t) {
-  const uint16_t nan = nan_bits(t);
-  if (dtype_bytes(t) == 1) {
-    std::fill(buf.begin(), buf.end(), static_cast<uint8_t>(nan));
-    return;
-  }
-  for (size_t i = 0; i + 1 < buf.size(); i += 2) std::memcpy(&buf[i], &nan, 2);
-}
-
-Problem make_problem(const Config& c) {
-  std::mt19937 rng(c.seed);
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  Problem p;
-  DecodeShape& s = p.shape;
-  s.batch = static_cast<int32_t>(c.lens.size());
-  s.qlen = c.qlen;
-  s.heads = c.heads;
-  s.page_size = c.page_size;
-  s.q_dtype = c.q_dtype;
-  s.kv_dtype = c.kv_dtype;
-  s.q_scale = is_fp8(c.q_dtype) ? c.q_amp / dtype_max(c.q_dtype) : 1.0f;
-  s.kv_scale = is_fp8(c.kv_dtype) ? 2.0f / dtype_max(c.kv_dtype) : 1.0f;  // kv in [-2, 2]
-  s.sm_scale = 1.0f / std::sqrt(static_cast<float>(kHeadDimQK));
-  s.return_lse = c.lse;
-  for (int32_t len : c.lens) p.kv_lens.push_back(std::max(len, c.qlen));
-  s.max_kv_len = *std::max_element(p.kv_lens.begin(), p.kv_lens.end());
-
-  std::vector<int32_t> used;
-  for (int32_t len : p.kv_lens) used.push_back((len + c.page_size - 1) / c.page_size);
-  s.num_pages = std::accumulate(used.begin(), used.end(), 0) + 3;  // 3 pages nobody uses
-  s.max_pages_per_seq = *std::max_element(used.begin(), used.end()) + 2;
-  std::vector<int32_t> ids(s.num_pages);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), rng);
-  p.block_table.assign(s.block_table_elems(), std::numeric_limits<int32_t>::max());
-
-  p.q.resize(s.q_elems() * dtype_bytes(s.q_dtype));
-  for (int64_t e = 0; e < s.q_elems(); ++e) {
-    encode_element(s.q_dtype, p.q.data(), e, c.q_amp * uni(rng) / s.q_scale);
-  }
-  p.kv.resize(s.kv_elems() * dtype_bytes(s.kv_dtype));
-  poison(p.kv, s.kv_dtype);  // unused pages and the rows past L of each last page stay NaN
-  size_t next = 0;
-  for (int32_t b = 0; b < s.batch; ++b) {
-    int32_t* slots = &p.block_table[int64_t{b} * s.max_pages_per_seq];
-    for (int32_t pg = 0; pg < used[b]; ++pg) slots[pg] = ids[next++];
-    const int64_t len = p.kv_lens[b];
-    const int64_t q0 = int64_t{b} * s.qlen * s.heads * kHeadDimQK;  // token 0, head 0
-    for (int64_t j = 0; j < len; ++j) {
-      const int64_t row = int64_t{slots[j / s.page_size]} * s.page_size + j % s.page_size;
-      for (int d = 0; d < kHeadDimQK; ++d) {
-        float x = uni(rng);
-        if (c.adversarial && s.qlen > 1 && j == len - 1) {
-          x = decode_element(s.q_dtype, p.q.data(), q0 + d) >= 0 ? 2.0f : -2.0f;
-        }
-        encode_element(s.kv_dtype, p.kv.data(), row * kHeadDimQK + d, x / s.kv_scale);
-      }
-    }
-  }
-  EXPECT_EQ(validate(s).value_or(""), "");
-  EXPECT_FALSE(validate_sequences(s, p.kv_lens, p.block_table).has_value());
-  return p;
-}
-
-// The problem's inputs in device memory.
-struct DeviceInputs {
-  DeviceBuffer q, kv, block_table, kv_lens;
-
-  DeviceInputs(MemorySpace& m, const Problem& p)
-      : q(m, p.q.size()),
-        kv(m, p.kv.size()),
-        block_table(m, p.block_table.size() * 4),
-        kv_lens(m, p.kv_lens.size() * 4) {
-    m.copy_to_device(q.data(), p.q.data(), p.q.size());
-    m.copy_to_device(kv.data(), p.kv.data(), p.kv.size());
-    m.copy_to_device(block_table.data(), p.block_table.data(), p.block_table.size() * 4);
-    m.copy_to_device(kv_lens.data(), p.kv_lens.data(), p.kv_lens.size() * 4);
-  }
-};
+// Inputs: the generator shared with the other GPU tests.
+using gpu_test::Config;
+using gpu_test::describe;
+using gpu_test::DeviceInputs;
+using gpu_test::make_problem;
+using gpu_test::Problem;
 
 struct Outputs {
   std::vector<uint16_t> out;
