@@ -41,10 +41,10 @@ class BucketValidator {
 
   const std::vector<ValidationCase>& cases() const { return cases_; }
   const Tolerance& tolerance() const { return tol_; }
-  // Case `i`'s inputs in `memory`, uploaded on first use and kept for the bucket's candidates.
-  const DeviceCase& device_case(MemorySpace& memory, size_t i) const;
 
  private:
+  // Case `i`'s inputs in `memory`, uploaded on first use and kept for the bucket's candidates.
+  const DeviceCase& device_case(MemorySpace& memory, size_t i) const;
   std::optional<gate_detail::Failure> run_case(const Variant& v, const LaunchParams& p,
                                                MemorySpace& memory, size_t case_index,
                                                TrialRecord& t, gate_detail::Metrics& m) const;
