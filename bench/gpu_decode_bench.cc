@@ -1,10 +1,15 @@
 // GPU decode throughput against the device's own copy bandwidth, measured in the same run
-// (design.md §5, issue 3's acceptance shapes). For each shape, every GPU variant x launch
-// parameter set that can implement it is swept (median of device-event samples, L2 flushed
-// before each); the fastest is then timed under Google Benchmark with manual time and reported
-// with achieved GB/s (KV bytes read / time), TFLOP/s and its fraction of copy bandwidth.
-// The variants are the ones the tuner validates; this program does not validate (the tests and
-// the tuner do).
+// (design.md §5, issue 3's acceptance shapes).
+//
+//   mlatune_bench_gpu_decode [--db=FILE] [Google Benchmark flags]
+//
+// For each shape the kernel is the winner the tuned database FILE holds for it (looked up through
+// the runtime, exactly as a serving stack would); for a shape the database does not cover, or
+// without --db, every GPU variant x launch parameter set that can implement it is swept (median
+// of device-event samples, L2 flushed before each) and the fastest taken, which the label says.
+// The kernel is then timed under Google Benchmark with manual time and reported with achieved
+// GB/s (KV bytes read / time), TFLOP/s and its fraction of copy bandwidth. This program does not
+// validate (the tuner and `mlatune verify` do).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -14,9 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "mla_decode/gate_backend.h"
 #include "mla_decode/memory.h"
 #include "mla_decode/registry.h"
-#include "tuner/device_case.h"
+#include "runtime/winner_table.h"
 #include "tuner/validation_case.h"
 
 namespace mlatune {
@@ -53,10 +59,10 @@ double median_seconds(MemorySpace& m, const std::function<void()>& work, int sam
 
 struct Prepared {
   Shape shape;
-  ValidationCase input;
-  std::unique_ptr<DeviceCase> device;
+  std::unique_ptr<PreparedCase> input;
   const Variant* variant = nullptr;
   LaunchParams params;
+  std::string source;  // "db" or "sweep"
   double kv_bytes = 0, flops = 0;
   DeviceBuffer out, ws;
 };
@@ -64,7 +70,26 @@ struct Prepared {
 std::vector<std::unique_ptr<Prepared>> g_prepared;
 double g_copy_gbps = 0;
 
-void prepare(MemorySpace& m, const Registry& registry) {
+// The database's winner for the shape, or false when it has none (the reason is printed).
+bool winner_from_db(const WinnerTable& table, const Registry& registry, const Shape& sh,
+                    Prepared& p) {
+  const mlatune_decode_key key{sh.heads, sh.qlen,  static_cast<int32_t>(DType::kBF16),
+                               static_cast<int32_t>(sh.kv_dtype), 64, 0,
+                               sh.batch,  sh.kv_len};
+  mlatune_selection sel{};
+  const mlatune_status st = table.lookup(key, &sel);
+  if (st != MLATUNE_STATUS_OK) {
+    std::printf("%-26s not in the database (status %d): swept instead\n", sh.label,
+                static_cast<int>(st));
+    return false;
+  }
+  p.variant = registry.find(sel.variant);
+  p.params = LaunchParams{sel.kv_splits, sel.kv_tile, sel.block_rows, sel.workers};
+  p.source = "db";
+  return p.variant != nullptr;
+}
+
+void prepare(MemorySpace& m, const Registry& registry, const WinnerTable* table) {
   // Copy bandwidth: read + write bytes of a 2 GiB device-to-device copy.
   const size_t copy_bytes = size_t{2} << 30;
   DeviceBuffer a(m, copy_bytes), b(m, copy_bytes);
@@ -81,43 +106,46 @@ void prepare(MemorySpace& m, const Registry& registry) {
     bucket.key = {sh.heads, sh.qlen, DType::kBF16, sh.kv_dtype, 64, false};
     bucket.batch_lo = bucket.batch_hi = sh.batch;
     bucket.kv_lo = bucket.kv_hi = sh.kv_len;
-    p->input = make_timing_case(bucket, 1.0 / 24.0);  // every sequence at kv_len
-    p->device = std::make_unique<DeviceCase>(m, p->input);
-    const DecodeShape& s = p->input.shape;
+    const ValidationCase tc = make_timing_case(bucket, 1.0 / 24.0);  // every sequence at kv_len
+    p->input = gate_backend(Backend::kHip).prepare(tc.spec, {}, 1);
+    const DecodeShape& s = tc.shape();
     p->kv_bytes = static_cast<double>(sh.batch) * sh.kv_len * kHeadDimQK * dtype_bytes(sh.kv_dtype);
     p->flops = 2.0 * s.rows() * sh.kv_len * (kHeadDimQK + kHeadDimV);
     p->out = DeviceBuffer(m, static_cast<size_t>(s.out_elems()) * 2);
     double best = 1e30;
-    for (const Variant* v : registry.all()) {
-      if (v->backend() != Backend::kHip) continue;
-      for (const LaunchParams& lp : v->param_space().enumerate()) {
-        if (!v->can_implement(s, lp).ok) continue;
-        DeviceBuffer ws(m, v->workspace_bytes(s, lp));
-        DecodeArgs args = p->device->args();
-        args.out = static_cast<uint16_t*>(p->out.data());
-        args.workspace = ws.data();
-        args.workspace_bytes = ws.size();
-        v->run(s, lp, args);
-        m.synchronize();
-        double t = median_seconds(
-            m, [&] { v->run(s, lp, args); }, 7);
-        if (t < best) {
-          best = t;
-          p->variant = v;
-          p->params = lp;
+    if (!table || !winner_from_db(*table, registry, sh, *p)) {
+      p->source = "sweep";
+      for (const Variant* v : registry.all()) {
+        if (v->backend() != Backend::kHip) continue;
+        for (const LaunchParams& lp : v->param_space().enumerate()) {
+          if (!v->can_implement(s, lp).ok) continue;
+          DeviceBuffer ws(m, v->workspace_bytes(s, lp));
+          DecodeArgs args = p->input->args();
+          args.out = static_cast<uint16_t*>(p->out.data());
+          args.workspace = ws.data();
+          args.workspace_bytes = ws.size();
+          v->run(s, lp, args);
+          m.synchronize();
+          double t = median_seconds(
+              m, [&] { v->run(s, lp, args); }, 7);
+          if (t < best) {
+            best = t;
+            p->variant = v;
+            p->params = lp;
+          }
         }
       }
     }
     p->ws = DeviceBuffer(m, p->variant->workspace_bytes(s, p->params));
-    std::printf("%-26s best %s %s: %.1f us\n", sh.label, std::string(p->variant->name()).c_str(),
-                p->params.to_string().c_str(), best * 1e6);
+    std::printf("%-26s %s %s (%s)\n", sh.label, std::string(p->variant->name()).c_str(),
+                p->params.to_string().c_str(), p->source.c_str());
     g_prepared.push_back(std::move(p));
   }
 }
 
 void BM_Decode(benchmark::State& state, Prepared* p) {
-  MemorySpace& m = *p->device->memory;
-  DecodeArgs args = p->device->args();
+  MemorySpace& m = memory_space(Backend::kHip);
+  DecodeArgs args = p->input->args();
   args.out = static_cast<uint16_t*>(p->out.data());
   args.workspace = p->ws.data();
   args.workspace_bytes = p->ws.size();
@@ -125,11 +153,12 @@ void BM_Decode(benchmark::State& state, Prepared* p) {
   for (auto _ : state) {
     m.flush_caches(kFlushBytes);
     timer->start();
-    p->variant->run(p->input.shape, p->params, args);
+    p->variant->run(p->input->spec().shape, p->params, args);
     timer->stop();
     state.SetIterationTime(timer->seconds());
   }
-  state.SetLabel(std::string(p->variant->name()) + " " + p->params.to_string());
+  state.SetLabel(std::string(p->variant->name()) + " " + p->params.to_string() + " (" +
+                 p->source + ")");
   // Per-iteration amounts over the (manual) time of all iterations.
   const auto rate = benchmark::Counter::kIsIterationInvariantRate;
   state.counters["GB/s"] = benchmark::Counter(p->kv_bytes / 1e9, rate);
@@ -144,6 +173,16 @@ void BM_Decode(benchmark::State& state, Prepared* p) {
 int main(int argc, char** argv) {
   using namespace mlatune;
   benchmark::Initialize(&argc, argv);
+  std::string db_path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--db=", 0) == 0) {
+      db_path = arg.substr(5);
+    } else {
+      std::fprintf(stderr, "gpu_decode_bench: unknown argument '%s' (use --db=FILE)\n", argv[i]);
+      return 2;
+    }
+  }
   MemorySpace* m = nullptr;
   try {
     m = &memory_space(Backend::kHip);
@@ -153,7 +192,23 @@ int main(int argc, char** argv) {
     return 1;
   }
   Registry registry = builtin_registry();
-  prepare(*m, registry);
+  std::unique_ptr<WinnerTable> table;
+  if (!db_path.empty()) {
+    try {
+      OpenOptions options;
+      options.registry = &registry;
+      table = WinnerTable::open(db_path, options);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gpu_decode_bench: %s\n", e.what());
+      return 1;
+    }
+  }
+  try {
+    prepare(*m, registry, table.get());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpu_decode_bench: %s\n", e.what());
+    return 1;
+  }
   for (auto& p : g_prepared) {
     benchmark::RegisterBenchmark(p->shape.label, BM_Decode, p.get())
         ->UseManualTime()

@@ -5,8 +5,8 @@
 namespace mlatune {
 
 namespace {
-constexpr std::array<std::string_view, 5> kDispositionNames = {
-    "passed", "incorrect", "launch_error", "unsupported", "timed_out"};
+constexpr std::array<std::string_view, 6> kDispositionNames = {
+    "passed", "incorrect", "launch_error", "unsupported", "timed_out", "pruned"};
 }  // namespace
 
 std::string BucketKey::to_string() const {

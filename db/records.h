@@ -12,7 +12,7 @@
 
 namespace mlatune {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 // A shape bucket: the discrete key plus inclusive ranges of batch size and max KV length.
 struct BucketKey {
@@ -27,7 +27,16 @@ struct BucketKey {
   std::string to_string() const;  // key + " batch=lo..hi kv=lo..hi"
 };
 
-enum class Disposition : uint8_t { kPassed, kIncorrect, kLaunchError, kUnsupported, kTimedOut };
+// kPruned: not validated, because pre-timing put it too far behind a candidate that passed
+// (TimingSettings::prune_factor).
+enum class Disposition : uint8_t {
+  kPassed,
+  kIncorrect,
+  kLaunchError,
+  kUnsupported,
+  kTimedOut,
+  kPruned
+};
 std::string_view disposition_name(Disposition d);  // as stored: "passed", "incorrect", ...
 std::optional<Disposition> parse_disposition(std::string_view s);
 
@@ -51,8 +60,9 @@ struct Provenance {
   DeviceInfo device;
   std::string kernel_build_id;
   std::string config_name;
-  std::string config_hash;
-  std::string created_at;  // ISO 8601 UTC
+  std::string config_hash;  // SHA-256 of config_text
+  std::string config_text;  // the config file's bytes, so that `mlatune verify` can re-validate
+  std::string created_at;   // ISO 8601 UTC
 };
 
 struct VariantRecord {

@@ -1,4 +1,4 @@
--- mlatune dispatch database, schema version 1. The single source of truth: the build embeds this
+-- mlatune dispatch database, schema version 2. The single source of truth: the build embeds this
 -- file, the tuner executes it on a new database and sets PRAGMA user_version to the version above,
 -- and the runtime refuses any other user_version.
 --
@@ -18,6 +18,8 @@ CREATE TABLE provenance (
   kernel_build_id  TEXT    NOT NULL,
   config_name      TEXT    NOT NULL,
   config_hash      TEXT    NOT NULL,
+  -- The config file's bytes (SHA-256 = config_hash): `mlatune verify` re-validates with it.
+  config_text      TEXT    NOT NULL,
   created_at       TEXT    NOT NULL,
   -- SHA-256 over every bucket, winner and the winning trials' evidence in canonical order
   -- (db/digest.cc); rewritten in the transaction of every bucket, checked by the runtime at open.
@@ -57,8 +59,10 @@ CREATE TABLE trials (
   kv_tile            INTEGER NOT NULL CHECK (kv_tile >= 0),
   block_rows         INTEGER NOT NULL CHECK (block_rows >= 0),
   workers            INTEGER NOT NULL CHECK (workers >= 0),
+  -- 'pruned': never validated, because pre-timing put it too far behind a passed candidate.
   disposition        TEXT    NOT NULL CHECK (disposition IN
-                       ('passed', 'incorrect', 'launch_error', 'unsupported', 'timed_out')),
+                       ('passed', 'incorrect', 'launch_error', 'unsupported', 'timed_out',
+                        'pruned')),
   reason             TEXT    NOT NULL,  -- why it failed; '' when passed
   worst_row          TEXT    NOT NULL,  -- where the largest violation was ('' if none)
   validation_points  INTEGER NOT NULL CHECK (validation_points >= 0),

@@ -176,8 +176,8 @@ void TuningDb::create_schema(const Provenance& p, const std::vector<VariantRecor
   Statement ins(*db_,
                 "INSERT INTO provenance (id, tool_version, backend, arch, device_name, "
                 "compute_units, driver_version, runtime_version, kernel_build_id, config_name, "
-                "config_hash, created_at, winners_digest) "
-                "VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, '')");
+                "config_hash, config_text, created_at, winners_digest) "
+                "VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, '')");
   ins.bind(1, p.tool_version)
       .bind(2, p.device.backend)
       .bind(3, p.device.arch)
@@ -188,7 +188,8 @@ void TuningDb::create_schema(const Provenance& p, const std::vector<VariantRecor
       .bind(8, p.kernel_build_id)
       .bind(9, p.config_name)
       .bind(10, p.config_hash)
-      .bind(11, p.created_at.empty() ? now_utc() : p.created_at);
+      .bind(11, p.config_text)
+      .bind(12, p.created_at.empty() ? now_utc() : p.created_at);
   ins.run();
   Statement var(*db_,
                 "INSERT INTO variants (name, backend, code_identity, description) "
@@ -310,8 +311,8 @@ void TuningDb::finalize() {
 Provenance TuningDb::provenance() {
   Statement st(*db_,
                "SELECT tool_version, backend, arch, device_name, compute_units, driver_version, "
-               "runtime_version, kernel_build_id, config_name, config_hash, created_at "
-               "FROM provenance WHERE id = 1");
+               "runtime_version, kernel_build_id, config_name, config_hash, created_at, "
+               "config_text FROM provenance WHERE id = 1");
   if (!st.step()) db_->fail(SQLITE_CORRUPT, "no provenance row");
   Provenance p;
   p.tool_version = st.column_text(0);
@@ -325,6 +326,7 @@ Provenance TuningDb::provenance() {
   p.config_name = st.column_text(8);
   p.config_hash = st.column_text(9);
   p.created_at = st.column_text(10);
+  p.config_text = st.column_text(11);
   return p;
 }
 

@@ -473,7 +473,8 @@ ValidationSettings read_validation(const Ctx& ctx, const Item& item) {
 TimingSettings read_timing(const Ctx& ctx, const Item& item) {
   const MapFields m(
       ctx, item,
-      {"warmup", "samples", "cold_cache", "flush_bytes", "tie_fraction", "candidate_timeout_s"});
+      {"warmup", "samples", "cold_cache", "flush_bytes", "tie_fraction", "candidate_timeout_s",
+       "prune_factor", "prune_samples"});
   TimingSettings t;
   read_int_field(ctx, m, "warmup", 0, 1000, &t.warmup);
   read_int_field(ctx, m, "samples", 3, 100000, &t.samples);
@@ -481,6 +482,10 @@ TimingSettings read_timing(const Ctx& ctx, const Item& item) {
   read_int_field(ctx, m, "flush_bytes", 0, int64_t{1} << 34, &t.flush_bytes);
   read_real_field(ctx, m, "tie_fraction", {0, false, 0.5, false}, &t.tie_fraction);
   read_real_field(ctx, m, "candidate_timeout_s", {0, true, 86400, false}, &t.candidate_timeout_s);
+  if (const Item* v = m.get("prune_factor")) {
+    t.prune_factor = read_real(ctx, *v, {1, false, 1000, false});
+  }
+  read_int_field(ctx, m, "prune_samples", 1, 1000, &t.prune_samples);
   return t;
 }
 
@@ -718,6 +723,7 @@ TuneConfig parse_config(const std::string& text, const std::string& origin) {
   TuneConfig c;
   c.path = origin;
   c.hash = sha256_hex(text);
+  c.text = text;
   const Item* name = top.get("name");
   c.name = name ? read_name(ctx, *name) : std::filesystem::path(origin).stem().string();
   c.backend = read_backend(ctx, top.require("backend"));

@@ -65,6 +65,11 @@ struct TimingSettings {
   int64_t flush_bytes = 64 << 20;  // bytes written to evict caches (host: larger than the LLC)
   double tie_fraction = 0.03;      // medians within this fraction tie; the simpler candidate wins
   double candidate_timeout_s = 30.0;  // a single run slower than this is recorded as timed_out
+  // Pruning (0: off, every candidate is validated). Otherwise every supported candidate is first
+  // timed with prune_samples samples; candidates are validated fastest first, and those slower
+  // than prune_factor x the fastest one that passed are recorded as pruned, never validated.
+  double prune_factor = 0;
+  int32_t prune_samples = 3;
 };
 
 struct TuneConfig {
@@ -72,6 +77,7 @@ struct TuneConfig {
   std::string name;     // config name (defaults to the file stem)
   std::string backend;  // "host" (GPU backends later)
   std::string hash;     // SHA-256 of the file's bytes
+  std::string text;     // the file's bytes
   double sm_scale = 0;  // softmax scale used for validation and timing inputs
   std::vector<ShapeSpace> spaces;
   std::map<std::string, Tolerance> tolerances;  // key: DtypePair::to_string()

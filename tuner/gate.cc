@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "mla_decode/numformat.h"
-#include "tuner/device_case.h"
+#include "tuner/heartbeat.h"
 
 namespace mlatune {
 namespace gate_detail {
@@ -39,35 +39,33 @@ constexpr uint8_t kGuardByte = 0x5a;
 constexpr uint8_t kPrefillByte = 0xff;
 
 // A buffer in a backend's memory with guard regions on both sides, to catch writes outside the
-// payload. The host inspects a copy taken after the run.
+// payload. Only the guards are copied back for inspection; the payload is checked in place.
 class GuardedBuffer {
  public:
   GuardedBuffer(MemorySpace& m, size_t payload)
-      : memory_(m),
-        payload_(payload),
-        device_(m, payload + 2 * kGuardBytes),
-        host_(payload + 2 * kGuardBytes) {}
+      : memory_(m), payload_(payload), device_(m, payload + 2 * kGuardBytes) {}
   void refill() {
     uint8_t* base = static_cast<uint8_t*>(device_.data());
     memory_.fill(base, kGuardByte, kGuardBytes);
     memory_.fill(base + kGuardBytes, kPrefillByte, payload_);
     memory_.fill(base + kGuardBytes + payload_, kGuardByte, kGuardBytes);
   }
-  uint8_t* device_payload() {
+  uint8_t* payload() const {
     return payload_ ? static_cast<uint8_t*>(device_.data()) + kGuardBytes : nullptr;
   }
-  // Copies the buffer back (after the run finished) for inspection.
-  void fetch() { memory_.copy_to_host(host_.data(), device_.data(), host_.size()); }
-  const uint8_t* host_payload() const { return host_.data() + kGuardBytes; }
   size_t size() const { return payload_; }
-  // Describes the first damaged guard byte of the fetched copy, if any.
+  // Describes the first damaged guard byte (after the run finished), if any.
   std::optional<std::string> damaged_guard(const char* what) const {
+    uint8_t before[kGuardBytes], after[kGuardBytes];
+    const uint8_t* base = static_cast<const uint8_t*>(device_.data());
+    memory_.copy_to_host(before, base, kGuardBytes);
+    memory_.copy_to_host(after, base + kGuardBytes + payload_, kGuardBytes);
     for (size_t i = 0; i < kGuardBytes; ++i) {
-      if (host_[i] != kGuardByte) {
+      if (before[i] != kGuardByte) {
         return std::string("wrote before the start of ") + what + " (byte -" +
                std::to_string(kGuardBytes - i) + ")";
       }
-      if (host_[kGuardBytes + payload_ + i] != kGuardByte) {
+      if (after[i] != kGuardByte) {
         return std::string("wrote past the end of ") + what + " (byte +" + std::to_string(i) + ")";
       }
     }
@@ -78,7 +76,6 @@ class GuardedBuffer {
   MemorySpace& memory_;
   size_t payload_;
   DeviceBuffer device_;
-  std::vector<uint8_t> host_;
 };
 
 std::string row_name(const DecodeShape& s, int64_t row) {
@@ -94,70 +91,46 @@ std::string fmt(double x) {
   return o.str();
 }
 
-// Checks one run's outputs against the reference; returns the first violation.
-std::optional<Failure> check_outputs(const ValidationCase& c, const Tolerance& tol,
-                                     const uint16_t* out, const float* lse, Metrics& m) {
-  const DecodeShape& s = c.shape;
-  for (int64_t i = 0; i < s.out_elems(); ++i) {
-    float v = bf16_to_float(out[i]);
-    if (!std::isfinite(v)) {
-      return Failure{
-          Disposition::kIncorrect, std::string(std::isnan(v) ? "NaN" : "Inf") + " in the output",
-          c.label + " " + row_name(s, i / kHeadDimV) + " dim " + std::to_string(i % kHeadDimV)};
-    }
+// Judges one run's comparison with the reference; returns the first violation and folds every
+// checked row into the metrics.
+std::optional<Failure> judge(const ValidationCase& c, const Tolerance& tol, const OutputCheck& oc,
+                             bool with_lse, Metrics& m) {
+  const DecodeShape& s = c.shape();
+  if (oc.bad_out >= 0) {
+    return Failure{Disposition::kIncorrect,
+                   std::string(std::isnan(oc.bad_out_value) ? "NaN" : "Inf") + " in the output",
+                   c.label + " " + row_name(s, oc.bad_out / kHeadDimV) + " dim " +
+                       std::to_string(oc.bad_out % kHeadDimV)};
   }
-  if (lse) {
-    for (int64_t r = 0; r < s.rows(); ++r) {
-      if (!std::isfinite(lse[r])) {
-        return Failure{Disposition::kIncorrect, "non-finite LSE " + fmt(lse[r]),
-                       c.label + " " + row_name(s, r)};
-      }
-    }
+  if (oc.bad_lse >= 0) {
+    return Failure{Disposition::kIncorrect, "non-finite LSE " + fmt(oc.bad_lse_value),
+                   c.label + " " + row_name(s, oc.bad_lse)};
   }
   std::optional<Failure> first;
   for (size_t k = 0; k < c.checked_rows.size(); ++k) {
-    const int64_t row = c.checked_rows[k];
-    const uint16_t* o = out + row * kHeadDimV;
-    const double* r = &c.ref.out[k * kHeadDimV];
-    double worst_ratio = 0, worst_abs = 0, dot = 0, no = 0, nr = 0;
-    int worst_dim = 0;
-    for (int d = 0; d < kHeadDimV; ++d) {
-      double v = bf16_to_float(o[d]);
-      double err = std::fabs(v - r[d]);
-      double ratio = err / (tol.atol + tol.rtol * std::fabs(r[d]));
-      if (ratio > worst_ratio) {
-        worst_ratio = ratio;
-        worst_dim = d;
-      }
-      worst_abs = std::max(worst_abs, err);
-      dot += v * r[d];
-      no += v * v;
-      nr += r[d] * r[d];
-    }
-    double cosine = (no == 0 && nr == 0) ? 1.0 : dot / std::sqrt(std::max(no * nr, 1e-300));
-    double lse_err = lse ? std::fabs(double(lse[row]) - c.ref.lse[k]) : 0.0;
+    const RowCheck& r = oc.rows[k];
     ++m.rows;
-    m.max_abs = std::max(m.max_abs, worst_abs);
-    m.min_cos = std::min(m.min_cos, cosine);
-    m.max_lse = std::max(m.max_lse, lse_err);
-    std::string where = c.label + " " + row_name(s, row);
-    if (worst_ratio > m.max_ratio) {
-      m.max_ratio = worst_ratio;
-      m.worst_row = where + " dim " + std::to_string(worst_dim);
+    m.max_abs = std::max(m.max_abs, r.max_abs);
+    m.min_cos = std::min(m.min_cos, r.cosine);
+    if (with_lse) m.max_lse = std::max(m.max_lse, r.lse_err);
+    std::string where = c.label + " " + row_name(s, c.checked_rows[k]);
+    if (r.worst_ratio > m.max_ratio) {
+      m.max_ratio = r.worst_ratio;
+      m.worst_row = where + " dim " + std::to_string(r.worst_dim);
     }
     if (first) continue;  // keep measuring the case, report its first violation
-    if (worst_ratio > 1.0) {
+    if (r.worst_ratio > 1.0) {
       first = Failure{Disposition::kIncorrect,
-                      "error " + fmt(worst_abs) + " exceeds tolerance (" + fmt(worst_ratio) +
-                          "x atol+rtol|ref|) at dim " + std::to_string(worst_dim) + ", cosine " +
-                          fmt(cosine),
+                      "error " + fmt(r.max_abs) + " exceeds tolerance (" + fmt(r.worst_ratio) +
+                          "x atol+rtol|ref|) at dim " + std::to_string(r.worst_dim) +
+                          ", cosine " + fmt(r.cosine),
                       where};
-    } else if (cosine < tol.min_cosine) {
+    } else if (r.cosine < tol.min_cosine) {
       first = Failure{Disposition::kIncorrect,
-                      "row cosine " + fmt(cosine) + " below " + fmt(tol.min_cosine), where};
-    } else if (lse_err > tol.lse_atol) {
+                      "row cosine " + fmt(r.cosine) + " below " + fmt(tol.min_cosine), where};
+    } else if (with_lse && r.lse_err > tol.lse_atol) {
       first = Failure{Disposition::kIncorrect,
-                      "LSE error " + fmt(lse_err) + " exceeds " + fmt(tol.lse_atol), where};
+                      "LSE error " + fmt(r.lse_err) + " exceeds " + fmt(tol.lse_atol), where};
     }
   }
   return first;
@@ -170,7 +143,8 @@ BucketValidator::BucketValidator(const BucketKey& bucket, const TuneConfig& conf
     : bucket_(bucket),
       tol_(config.tolerance_for({bucket.key.q_dtype, bucket.key.kv_dtype})),
       settings_(config.validation),
-      timeout_s_(config.timing.candidate_timeout_s) {
+      timeout_s_(config.timing.candidate_timeout_s),
+      reference_threads_(reference_threads) {
   static constexpr InputPattern kPatterns[] = {InputPattern::kRandom, InputPattern::kCausalTrap,
                                                InputPattern::kPeaked, InputPattern::kWideRange};
   size_t k = 0;
@@ -178,46 +152,50 @@ BucketValidator::BucketValidator(const BucketKey& bucket, const TuneConfig& conf
     for (int32_t seed = 0; seed < settings_.seeds; ++seed, ++k) {
       // Patterns rotate over (point, seed) so every pattern meets several points.
       cases_.push_back(make_validation_case(bucket, p, static_cast<uint64_t>(seed) + 1,
-                                            kPatterns[k % 4], config.sm_scale, settings_,
-                                            reference_threads));
+                                            kPatterns[k % 4], config.sm_scale, settings_));
     }
   }
 }
 
-const DeviceCase& BucketValidator::device_case(MemorySpace& memory, size_t i) const {
-  std::vector<std::unique_ptr<DeviceCase>>& cached = uploaded_[std::string(memory.name())];
+const PreparedCase& BucketValidator::prepared_case(Backend backend, size_t i) const {
+  std::vector<std::unique_ptr<PreparedCase>>& cached = prepared_[backend];
   if (cached.empty()) cached.resize(cases_.size());
-  if (!cached[i]) cached[i] = std::make_unique<DeviceCase>(memory, cases_[i]);
+  if (!cached[i]) {
+    cached[i] = gate_backend(backend).prepare(cases_[i].spec, cases_[i].checked_rows,
+                                              reference_threads_);
+  }
   return *cached[i];
 }
 
 std::optional<gate_detail::Failure> BucketValidator::run_case(const Variant& v,
                                                               const LaunchParams& p,
                                                               MemorySpace& memory,
-                                                              size_t case_index, TrialRecord& t,
+                                                              const ValidationCase& c,
+                                                              const PreparedCase& inputs,
+                                                              TrialRecord& t,
                                                               gate_detail::Metrics& m) const {
-  const ValidationCase& c = cases_[case_index];
-  const DecodeShape& s = c.shape;
+  const DecodeShape& s = c.shape();
   size_t ws_bytes = v.workspace_bytes(s, p);
-  if (ws_bytes > (size_t{1} << 34)) {
+  if (ws_bytes > (size_t{1} << 36)) {
     return Failure{Disposition::kLaunchError,
                    "absurd workspace request of " + std::to_string(ws_bytes) + " bytes", c.label};
   }
-  const DeviceCase& inputs = device_case(memory, case_index);
+  GateBackend& gate = gate_backend(v.backend());
   GuardedBuffer out(memory, static_cast<size_t>(s.out_elems()) * sizeof(uint16_t));
   GuardedBuffer lse(memory, s.return_lse ? static_cast<size_t>(s.rows()) * sizeof(float) : 0);
   GuardedBuffer ws(memory, ws_bytes);
-  std::vector<uint8_t> first_out, first_lse;
+  DeviceBuffer first_out(memory, out.size()), first_lse(memory, lse.size());
   for (int32_t run = 0; run < settings_.repeats; ++run) {
     out.refill();
     lse.refill();
     ws.refill();
     DecodeArgs a = inputs.args();
-    a.out = reinterpret_cast<uint16_t*>(out.device_payload());
-    a.lse = s.return_lse ? reinterpret_cast<float*>(lse.device_payload()) : nullptr;
-    a.workspace = ws.device_payload();
+    a.out = reinterpret_cast<uint16_t*>(out.payload());
+    a.lse = s.return_lse ? reinterpret_cast<float*>(lse.payload()) : nullptr;
+    a.workspace = ws.payload();
     a.workspace_bytes = ws_bytes;
     ++t.validation_runs;
+    heartbeat();
     memory.synchronize();
     auto t0 = std::chrono::steady_clock::now();
     v.run(s, p, a);
@@ -228,26 +206,20 @@ std::optional<gate_detail::Failure> BucketValidator::run_case(const Variant& v,
                      "a run took " + fmt(secs) + " s (limit " + fmt(timeout_s_) + " s)", c.label};
     }
     for (auto [buf, what] : {std::pair{&out, "out"}, {&lse, "lse"}, {&ws, "workspace"}}) {
-      buf->fetch();
       if (auto d = buf->damaged_guard(what)) return Failure{Disposition::kIncorrect, *d, c.label};
     }
-    const uint8_t* o = out.host_payload();
-    const uint8_t* l = lse.host_payload();
     if (run == 0) {
-      if (auto f = check_outputs(c, tol_, reinterpret_cast<const uint16_t*>(o),
-                                 s.return_lse ? reinterpret_cast<const float*>(l) : nullptr, m)) {
-        return f;
-      }
-      first_out.assign(o, o + out.size());
-      if (s.return_lse) first_lse.assign(l, l + lse.size());
+      const OutputCheck oc = inputs.check(a.out, a.lse, tol_.atol, tol_.rtol);
+      if (auto f = judge(c, tol_, oc, s.return_lse, m)) return f;
+      memory.copy_within(first_out.data(), out.payload(), out.size());
+      memory.copy_within(first_lse.data(), lse.payload(), lse.size());
       continue;
     }
-    if (std::memcmp(first_out.data(), o, out.size()) != 0 ||
-        (s.return_lse && std::memcmp(first_lse.data(), l, lse.size()) != 0)) {
-      size_t i = 0;
-      while (i < out.size() && first_out[i] == o[i]) ++i;
-      std::string where = i < out.size() ? row_name(s, static_cast<int64_t>(i / 2 / kHeadDimV))
-                                         : std::string("the LSE");
+    const int64_t diff_out = gate.first_difference(first_out.data(), out.payload(), out.size());
+    const int64_t diff_lse = gate.first_difference(first_lse.data(), lse.payload(), lse.size());
+    if (diff_out >= 0 || diff_lse >= 0) {
+      std::string where = diff_out >= 0 ? row_name(s, diff_out / 2 / kHeadDimV)
+                                        : "the LSE of " + row_name(s, diff_lse / 4);
       return Failure{
           Disposition::kIncorrect,
           "nondeterministic: run " + std::to_string(run + 1) + " differs bitwise from run 1",
@@ -258,6 +230,21 @@ std::optional<gate_detail::Failure> BucketValidator::run_case(const Variant& v,
 }
 
 BucketValidator::~BucketValidator() = default;
+
+void BucketValidator::prepare(Backend backend) const {
+  for (size_t i = 0; i < cases_.size(); ++i) {
+    heartbeat();
+    prepared_case(backend, i);
+  }
+}
+
+Support BucketValidator::supports(const Variant& v, const LaunchParams& p) const {
+  for (const ValidationCase& c : cases_) {
+    Support sup = v.can_implement(c.shape(), p);
+    if (!sup.ok) return Support::no(c.label + ": " + (sup.reason.empty() ? "refused" : sup.reason));
+  }
+  return Support::yes();
+}
 
 TrialRecord BucketValidator::validate(const Variant& v, const LaunchParams& p) const {
   TrialRecord t;
@@ -283,12 +270,8 @@ TrialRecord BucketValidator::validate(const Variant& v, const LaunchParams& p) c
     return t;
   };
 
-  for (const ValidationCase& c : cases_) {
-    Support sup = v.can_implement(c.shape, p);
-    if (!sup.ok) {
-      return finish(
-          Failure{Disposition::kUnsupported, sup.reason.empty() ? "refused" : sup.reason, c.label});
-    }
+  if (Support sup = supports(v, p); !sup.ok) {
+    return finish(Failure{Disposition::kUnsupported, sup.reason, "can_implement"});
   }
   MemorySpace* memory = nullptr;
   try {
@@ -299,8 +282,10 @@ TrialRecord BucketValidator::validate(const Variant& v, const LaunchParams& p) c
   for (size_t ci = 0; ci < cases_.size(); ++ci) {
     const ValidationCase& c = cases_[ci];
     ++t.validation_points;
+    // Outside the try: failing to build the inputs is no fault of the candidate's; it propagates.
+    const PreparedCase& inputs = prepared_case(v.backend(), ci);
     try {
-      if (auto f = run_case(v, p, *memory, ci, t, m)) return finish(f);
+      if (auto f = run_case(v, p, *memory, c, inputs, t, m)) return finish(f);
     } catch (const std::exception& e) {
       // Memory operations surface device faults of the candidate's launches here.
       return finish(Failure{Disposition::kLaunchError, e.what(), c.label});

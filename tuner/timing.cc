@@ -6,6 +6,9 @@
 #include <mutex>
 #include <vector>
 
+#include "mla_decode/memory.h"
+#include "tuner/heartbeat.h"
+
 namespace mlatune {
 namespace {
 
@@ -50,21 +53,24 @@ void init_benchmark_library() {
 }  // namespace
 
 TimingResult time_candidate(const Variant& variant, const LaunchParams& params,
-                            const ValidationCase& input, const DeviceCase& device,
+                            const PreparedCase& input, const std::string& input_label,
                             const TimingSettings& settings) {
   init_benchmark_library();
-  MemorySpace& memory = *device.memory;
-  const DecodeShape& s = input.shape;
+  MemorySpace& memory = memory_space(variant.backend());
+  const DecodeShape& s = input.spec().shape;
   DeviceBuffer out(memory, static_cast<size_t>(s.out_elems()) * sizeof(uint16_t));
   DeviceBuffer lse(memory, s.return_lse ? static_cast<size_t>(s.rows()) * sizeof(float) : 0);
   DeviceBuffer ws(memory, variant.workspace_bytes(s, params));
-  DecodeArgs a = device.args();
+  DecodeArgs a = input.args();
   a.out = static_cast<uint16_t*>(out.data());
   a.lse = static_cast<float*>(lse.data());
   a.workspace = ws.data();
   a.workspace_bytes = ws.size();
 
-  for (int32_t i = 0; i < settings.warmup; ++i) variant.run(s, params, a);
+  for (int32_t i = 0; i < settings.warmup; ++i) {
+    heartbeat();
+    variant.run(s, params, a);
+  }
   memory.synchronize();
 
   std::unique_ptr<IntervalTimer> timer = memory.make_timer();
@@ -72,6 +78,7 @@ TimingResult time_candidate(const Variant& variant, const LaunchParams& params,
   auto body = [&](benchmark::State& state) {
     for (auto _ : state) {
       try {
+        heartbeat();
         if (settings.cold_cache) memory.flush_caches(static_cast<size_t>(settings.flush_bytes));
         timer->start();
         variant.run(s, params, a);
@@ -112,7 +119,7 @@ TimingResult time_candidate(const Variant& variant, const LaunchParams& params,
              (settings.cold_cache ? std::to_string(settings.flush_bytes >> 20) +
                                         " MiB cache flush before each sample"
                                   : std::string("warm cache")) +
-             ", input " + input.label;
+             ", input " + input_label;
   return r;
 }
 

@@ -4,10 +4,9 @@
 
 #include <string>
 
+#include "mla_decode/gate_backend.h"
 #include "mla_decode/variant.h"
 #include "tuner/config.h"
-#include "tuner/device_case.h"
-#include "tuner/validation_case.h"
 
 namespace mlatune {
 
@@ -18,13 +17,13 @@ struct TimingResult {
   std::string method;  // how it was measured, stored with the trial
 };
 
-// Times `variant` with `params` on `input` (whose inputs `device` holds in the memory of the
-// variant's backend): settings.warmup untimed runs, then settings.samples samples of one run
-// each, measured by the memory space's timer (host clock or device events) around the run only;
-// with cold_cache, settings.flush_bytes of memory are written before every sample to evict the
-// caches. Throws LaunchError if a run fails.
+// Times `variant` with `params` on `input` (prepared in the memory of the variant's backend,
+// described by `input_label` in the method): settings.warmup untimed runs, then settings.samples
+// samples of one run each, measured by the memory space's timer (host clock or device events)
+// around the run only; with cold_cache, settings.flush_bytes of memory are written before every
+// sample to evict the caches. Throws LaunchError if a run fails.
 TimingResult time_candidate(const Variant& variant, const LaunchParams& params,
-                            const ValidationCase& input, const DeviceCase& device,
+                            const PreparedCase& input, const std::string& input_label,
                             const TimingSettings& settings);
 
 }  // namespace mlatune

@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <cstdio>
 #include <map>
+#include <set>
 
 #include "mla_decode/host/thread_pool.h"
 #include "mla_decode/memory.h"
 #include "tuner/gate.h"
+#include "tuner/heartbeat.h"
 #include "tuner/timing.h"
+#include "tuner/validation_case.h"
 
 namespace mlatune {
 namespace {
@@ -109,6 +113,7 @@ Provenance make_provenance(const TuneConfig& config, const Registry& registry) {
   p.kernel_build_id = kernel_build_id(registry);
   p.config_name = config.name;
   p.config_hash = config.hash;
+  p.config_text = config.text;
   return p;
 }
 
@@ -122,8 +127,144 @@ std::vector<VariantRecord> variant_records(const std::vector<Candidate>& candida
   return out;
 }
 
+namespace {
+
+// Times a validated candidate on the bucket's timing input; a failure becomes its disposition.
+void time_passed(const Candidate& c, const PreparedCase& input, const std::string& label,
+                 const TimingSettings& settings, TrialRecord& t) {
+  try {
+    TimingResult r = time_candidate(*c.variant, c.params, input, label, settings);
+    t.time_median_us = r.median_us;
+    t.time_spread_us = r.iqr_us;
+    t.time_samples = r.samples;
+    t.timing_method = r.method;
+  } catch (const std::exception& e) {
+    t.disposition = Disposition::kLaunchError;
+    t.reason = std::string("failed while timing: ") + e.what();
+  }
+}
+
+TrialRecord unrun_record(const Candidate& c, Disposition d, std::string reason) {
+  TrialRecord t;
+  t.variant = std::string(c.variant->name());
+  t.params = c.params;
+  t.disposition = d;
+  t.reason = std::move(reason);
+  t.timing_method = "not timed";
+  return t;
+}
+
+// The trials of one bucket, one per candidate, in candidate order.
+std::vector<TrialRecord> run_bucket(size_t bucket_index, const BucketKey& b,
+                                    const TuneConfig& config,
+                                    const std::vector<Candidate>& candidates,
+                                    const TuneHooks& hooks, Progress& progress) {
+  BucketValidator validator(b, config, hardware_workers());
+  const ValidationCase timing_case = make_timing_case(b, config.sm_scale);
+  // The timing inputs in each backend's memory, made once for all of the bucket's candidates.
+  std::map<Backend, std::unique_ptr<PreparedCase>> timing_inputs;
+  auto timing_input = [&](Backend backend) -> const PreparedCase& {
+    std::unique_ptr<PreparedCase>& p = timing_inputs[backend];
+    if (!p) p = gate_backend(backend).prepare(timing_case.spec, {}, hardware_workers());
+    return *p;
+  };
+  std::vector<std::optional<TrialRecord>> trials(candidates.size());
+  size_t done = 0;
+  auto record = [&](size_t ci, TrialRecord t) {
+    if (hooks.candidate_failed && (t.disposition == Disposition::kLaunchError ||
+                                   t.disposition == Disposition::kTimedOut)) {
+      hooks.candidate_failed(bucket_index, ci, t);
+    }
+    trials[ci] = std::move(t);
+    progress.candidate_done(static_cast<int64_t>(++done));
+  };
+  auto start = [&](size_t ci) {
+    if (hooks.candidate_started) hooks.candidate_started(bucket_index, ci);
+  };
+  auto validate_and_time = [&](size_t ci) {
+    const Candidate& c = candidates[ci];
+    start(ci);
+    TrialRecord t = validator.validate(*c.variant, c.params);
+    t.timing_method = "not timed";
+    if (t.disposition == Disposition::kPassed) {
+      time_passed(c, timing_input(c.variant->backend()), timing_case.label, config.timing, t);
+    }
+    return t;
+  };
+
+  // Inputs first, outside any candidate: a failure here is the bucket's, not a candidate's.
+  std::set<Backend> backends;
+  for (const Candidate& c : candidates) backends.insert(c.variant->backend());
+  for (Backend backend : backends) {
+    validator.prepare(backend);
+    heartbeat();
+    timing_input(backend);
+  }
+
+  // Candidates a supervisor found to crash or hang the process are recorded, never run again.
+  std::vector<size_t> runnable;
+  for (size_t ci = 0; ci < candidates.size(); ++ci) {
+    auto q = hooks.quarantined.find({bucket_index, ci});
+    if (q != hooks.quarantined.end()) {
+      record(ci, unrun_record(candidates[ci], q->second.first, q->second.second));
+    } else {
+      runnable.push_back(ci);
+    }
+  }
+
+  const TimingSettings& ts = config.timing;
+  if (ts.prune_factor == 0) {
+    for (size_t ci : runnable) record(ci, validate_and_time(ci));
+  } else {
+    // Pre-time every supported candidate, validate fastest first, prune the hopeless.
+    TimingSettings quick = ts;
+    quick.warmup = 1;
+    quick.samples = std::max(ts.prune_samples, 1);
+    std::vector<std::pair<double, size_t>> order;
+    for (size_t ci : runnable) {
+      const Candidate& c = candidates[ci];
+      if (!validator.supports(*c.variant, c.params).ok) {
+        record(ci, validator.validate(*c.variant, c.params));  // records the refusal
+        continue;
+      }
+      start(ci);
+      try {
+        const TimingResult r = time_candidate(*c.variant, c.params,
+                                              timing_input(c.variant->backend()),
+                                              timing_case.label, quick);
+        order.emplace_back(r.median_us, ci);
+      } catch (const std::exception& e) {
+        record(ci, unrun_record(c, Disposition::kLaunchError,
+                                std::string("failed while pre-timing: ") + e.what()));
+      }
+    }
+    std::stable_sort(order.begin(), order.end());
+    std::optional<double> fastest_passed;
+    for (const auto& [quick_us, ci] : order) {
+      if (fastest_passed && quick_us > *fastest_passed * ts.prune_factor) {
+        char why[160];
+        std::snprintf(why, sizeof why,
+                      "not validated: pre-timing median %.1f us is %.2fx the %.1f us of the "
+                      "fastest candidate that passed (prune_factor %.2f)",
+                      quick_us, quick_us / *fastest_passed, *fastest_passed, ts.prune_factor);
+        record(ci, unrun_record(candidates[ci], Disposition::kPruned, why));
+        continue;
+      }
+      TrialRecord t = validate_and_time(ci);
+      if (t.disposition == Disposition::kPassed && !fastest_passed) fastest_passed = quick_us;
+      record(ci, std::move(t));
+    }
+  }
+  std::vector<TrialRecord> out;
+  out.reserve(trials.size());
+  for (auto& t : trials) out.push_back(std::move(*t));
+  return out;
+}
+
+}  // namespace
+
 TuneSummary tune(const TuneConfig& config, const std::vector<Candidate>& candidates, TuningDb& db,
-                 Progress& progress) {
+                 Progress& progress, const TuneHooks& hooks) {
   auto start = std::chrono::steady_clock::now();
   const std::vector<BucketKey> buckets = config.buckets();
   TuneSummary summary;
@@ -137,35 +278,10 @@ TuneSummary tune(const TuneConfig& config, const std::vector<Candidate>& candida
     }
     progress.bucket_started(static_cast<int64_t>(bi), b.to_string(),
                             static_cast<int64_t>(candidates.size()));
-    BucketValidator validator(b, config, hardware_workers());
-    ValidationCase timing_input = make_timing_case(b, config.sm_scale);
-    // The timing inputs in each backend's memory, uploaded once for all of the bucket's candidates.
-    std::map<Backend, std::unique_ptr<DeviceCase>> timing_inputs;
-    std::vector<TrialRecord> trials;
-    for (size_t ci = 0; ci < candidates.size(); ++ci) {
-      const Candidate& c = candidates[ci];
-      TrialRecord t = validator.validate(*c.variant, c.params);
-      t.timing_method = "not timed";
-      if (t.disposition == Disposition::kPassed) {
-        try {
-          std::unique_ptr<DeviceCase>& dev = timing_inputs[c.variant->backend()];
-          if (!dev)
-            dev = std::make_unique<DeviceCase>(memory_space(c.variant->backend()), timing_input);
-          TimingResult r = time_candidate(*c.variant, c.params, timing_input, *dev, config.timing);
-          t.time_median_us = r.median_us;
-          t.time_spread_us = r.iqr_us;
-          t.time_samples = r.samples;
-          t.timing_method = r.method;
-        } catch (const std::exception& e) {
-          t.disposition = Disposition::kLaunchError;
-          t.reason = std::string("failed while timing: ") + e.what();
-        }
-      }
-      trials.push_back(std::move(t));
-      progress.candidate_done(static_cast<int64_t>(ci + 1));
-    }
+    std::vector<TrialRecord> trials = run_bucket(bi, b, config, candidates, hooks, progress);
     std::optional<size_t> winner = pick_winner(trials, candidates, config.timing.tie_fraction);
     db.write_bucket(b, trials, winner);
+    if (hooks.bucket_recorded) hooks.bucket_recorded(bi, winner.has_value());
     int64_t passed = std::count_if(trials.begin(), trials.end(), [](const TrialRecord& t) {
       return t.disposition == Disposition::kPassed;
     });

@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "db/tuning_db.h"
@@ -42,8 +45,23 @@ struct TuneSummary {
 Provenance make_provenance(const TuneConfig& config, const Registry& registry);
 std::vector<VariantRecord> variant_records(const std::vector<Candidate>& candidates);
 
+// Lets a supervising process follow and steer a run (tuner/isolation.h). Indices are into
+// config.buckets() and the candidate list.
+struct TuneHooks {
+  // Before a candidate of a bucket first runs (pre-timing or validation).
+  std::function<void(size_t bucket, size_t candidate)> candidate_started;
+  // After a candidate was recorded as launch_error or timed_out (a supervisor checks whether the
+  // device survived it).
+  std::function<void(size_t bucket, size_t candidate, const TrialRecord&)> candidate_failed;
+  // After a bucket's transaction committed.
+  std::function<void(size_t bucket, bool has_winner)> bucket_recorded;
+  // Candidates known to crash or hang the process: recorded with this disposition and reason,
+  // never run.
+  std::map<std::pair<size_t, size_t>, std::pair<Disposition, std::string>> quarantined;
+};
+
 // Tunes every bucket of `config` not yet in `db`.
 TuneSummary tune(const TuneConfig& config, const std::vector<Candidate>& candidates, TuningDb& db,
-                 Progress& progress);
+                 Progress& progress, const TuneHooks& hooks = {});
 
 }  // namespace mlatune

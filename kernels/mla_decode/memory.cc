@@ -105,16 +105,23 @@ MemorySpace& memory_space(Backend b) {
 
 namespace mlatune {
 
-DeviceInfo current_device_info(std::string_view backend) {
-  if (backend == "host") return host_device_info();
+void require_backend_built(std::string_view backend) {
+  if (backend == "host") return;
   if (backend == "hip") {
-#if defined(MLATUNE_WITH_HIP)
-    return hip_device_info();
-#else
+#if !defined(MLATUNE_WITH_HIP)
     throw LaunchError("this build has no GPU backend (configure with -DMLATUNE_GPU=nvidia or amd)");
 #endif
+    return;
   }
   throw LaunchError("unknown backend '" + std::string(backend) + "'");
+}
+
+DeviceInfo current_device_info(std::string_view backend) {
+  require_backend_built(backend);
+#if defined(MLATUNE_WITH_HIP)
+  if (backend == "hip") return hip_device_info();
+#endif
+  return host_device_info();
 }
 
 }  // namespace mlatune

@@ -50,6 +50,10 @@ class MemorySpace {
 // has no device.
 MemorySpace& memory_space(Backend b);
 
+// Throws LaunchError (as current_device_info does) when this build lacks `backend`; touches no
+// device, so a process that must not initialise a GPU runtime (a tuning supervisor) can call it.
+void require_backend_built(std::string_view backend);
+
 // The device a backend ("host", "hip") runs on in this process. Throws LaunchError when the
 // backend is not built in or has no device.
 DeviceInfo current_device_info(std::string_view backend);

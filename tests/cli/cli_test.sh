@@ -57,6 +57,9 @@ fi
 db=$work/tiny.db
 expect 0 "tuned 2 buckets (2 with a winner" -- "$mlatune" tune --config "$tiny" --db "$db"
 expect 0 "cli-tiny" -- "$mlatune" show --db "$db"
+expect 0 "verified 2 winners: 2 passed, 0 failed, 0 stale" -- "$mlatune" verify --db "$db"
+expect 0 "tuned 2 buckets (2 with a winner" -- "$mlatune" tune --in-process --config "$tiny" \
+  --db "$work/in-process.db"
 expect 0 "WINNER" -- "$mlatune" explain --db "$db" --heads 4 --qlen 2 --page-size 16 --lse \
   --batch 2 --max-kv 50
 expect 0 "host_" -- "$mlatune" lookup --db "$db" --heads 4 --qlen 2 --page-size 16 --lse \
@@ -84,14 +87,16 @@ expect 4 "needs an existing database" -- "$mlatune" tune --config "$tiny" --db "
 # Interrupted and resumed: SIGKILL after the first bucket, then --resume finishes the rest.
 printf '%s\n' "$(sed 's/kv_len_edges: \[40, 80\]/kv_len_edges: [40, 80, 120, 160]/' "$tiny")" \
   > "$work/four.yaml"
-"$mlatune" tune --config "$work/four.yaml" --db "$work/four.db" 2>"$work/four.log" &
+# In its own process group, so that the kill takes the tuner and its worker at once.
+setsid "$mlatune" tune --config "$work/four.yaml" --db "$work/four.db" 2>"$work/four.log" &
 pid=$!
 for _ in $(seq 1 200); do
   grep -q '^\[1/4\]' "$work/four.log" 2>/dev/null && break
   sleep 0.05
 done
-kill -9 $pid 2>/dev/null
+kill -9 -- -$pid 2>/dev/null
 wait $pid 2>/dev/null
+for _ in $(seq 1 100); do kill -0 -- -$pid 2>/dev/null || break; sleep 0.05; done
 expect 0 "tuned" -- "$mlatune" tune --config "$work/four.yaml" --db "$work/four.db" --resume
 expect 0 "121-160" -- "$mlatune" show --db "$work/four.db"
 expect 0 "" -- "$mlatune" lookup --db "$work/four.db" --heads 4 --qlen 2 --page-size 16 --lse \
@@ -106,6 +111,8 @@ expect 4 "corrupt" -- "$mlatune" lookup --db "$work/text.db" --heads 4 --qlen 2 
   --lse --batch 1 --max-kv 50
 expect 4 "" -- "$mlatune" show --db "$work/text.db"
 expect 4 "" -- "$mlatune" show --db "$work/missing.db"
+expect 4 "" -- "$mlatune" verify --db "$work/text.db"
+expect 4 "" -- "$mlatune" verify --db "$work/missing.db"
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

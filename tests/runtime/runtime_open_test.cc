@@ -244,10 +244,11 @@ TEST_F(OpenTest, GarbagePagesAreDetected) {
 TEST_F(OpenTest, NewerAndOlderSchemaVersionsAreRefused) {
   edit_db(path_, "PRAGMA user_version = 7", false);
   ASSERT_EQ(open(), MLATUNE_STATUS_SCHEMA_MISMATCH);
-  EXPECT_THAT(last_error(), HasSubstr("schema version 7 is newer than this runtime's 1"));
+  const std::string ours = "this runtime's " + std::to_string(kSchemaVersion);
+  EXPECT_THAT(last_error(), HasSubstr("schema version 7 is newer than " + ours));
   edit_db(path_, "PRAGMA user_version = 0", false);
   ASSERT_EQ(open(), MLATUNE_STATUS_SCHEMA_MISMATCH);
-  EXPECT_THAT(last_error(), HasSubstr("schema version 0 is older than this runtime's 1"));
+  EXPECT_THAT(last_error(), HasSubstr("schema version 0 is older than " + ours));
 }
 
 TEST_F(OpenTest, MissingProvenanceIsCorrupt) {

@@ -1,22 +1,46 @@
 // The databases kept in db/: each opens cleanly where it belongs and is refused, with the
-// documented status, where it does not.
+// documented status, where it does not; and each holds the config file it was tuned from.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
+#include "db/tuning_db.h"
 #include "runtime/winner_table.h"
 
 namespace mlatune {
 namespace {
 
-const std::string kH200Smoke = std::string(MLATUNE_SOURCE_DIR) + "/db/h200-gpu-smoke.db";
+const std::string kSource = MLATUNE_SOURCE_DIR;
+const std::string kDeepseek = kSource + "/db/h200-deepseek-v3-tp8.db";
 
-TEST(ShippedDbTest, H200SmokeIsForeignOnThisMachine) {
+std::string file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(ShippedDbTest, DeepseekHoldsItsConfigAndEveryBucketHasAWinner) {
+  auto db = TuningDb::open_read_only(kDeepseek);
+  const Provenance p = db->provenance();
+  EXPECT_EQ(p.config_name, "deepseek-v3-tp8");
+  EXPECT_EQ(p.config_text, file_text(kSource + "/configs/deepseek-v3-tp8.yaml"))
+      << "db/h200-deepseek-v3-tp8.db was tuned from another version of its config";
+  EXPECT_EQ(p.device.name, "NVIDIA H200");
+  EXPECT_EQ(p.device.arch, "sm_90");
+  const std::vector<BucketSummary> buckets = db->buckets();
+  EXPECT_EQ(buckets.size(), 480u);
+  for (const BucketSummary& b : buckets) EXPECT_TRUE(b.winner) << b.bucket.to_string();
+}
+
+TEST(ShippedDbTest, DeepseekIsForeignOnThisMachine) {
 #if defined(MLATUNE_WITH_HIP)
   GTEST_SKIP() << "GPU builds may run on the H200 it was tuned on";
 #else
   try {
-    WinnerTable::open(kH200Smoke, OpenOptions{});
+    WinnerTable::open(kDeepseek, OpenOptions{});
     FAIL() << "a database tuned on an H200 opened on a CPU-only build";
   } catch (const RuntimeError& e) {
     EXPECT_EQ(e.status(), MLATUNE_STATUS_FOREIGN_DEVICE) << e.what();
@@ -25,16 +49,16 @@ TEST(ShippedDbTest, H200SmokeIsForeignOnThisMachine) {
 #endif
 }
 
-TEST(ShippedDbTest, H200SmokeWinnersAreStaleWithoutTheGpuKernels) {
+TEST(ShippedDbTest, DeepseekWinnersAreStaleWithoutTheGpuKernels) {
 #if defined(MLATUNE_WITH_HIP)
   GTEST_SKIP() << "GPU builds link the GPU kernels";
 #else
   OpenOptions options;
   options.allow_foreign_device = true;  // to inspect it; its winners still must not be served
-  auto table = WinnerTable::open(kH200Smoke, options);
+  auto table = WinnerTable::open(kDeepseek, options);
   EXPECT_EQ(table->stats().usable, 0);
-  EXPECT_EQ(table->stats().stale, 28);
-  mlatune_decode_key k{16, 1, MLATUNE_DTYPE_BF16, MLATUNE_DTYPE_BF16, 64, 0, 8, 2000};
+  EXPECT_EQ(table->stats().stale, 480);
+  mlatune_decode_key k{16, 1, MLATUNE_DTYPE_BF16, MLATUNE_DTYPE_BF16, 64, 0, 64, 8192};
   mlatune_selection sel{};
   EXPECT_EQ(table->lookup(k, &sel), MLATUNE_STATUS_STALE);
 #endif

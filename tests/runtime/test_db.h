@@ -69,8 +69,8 @@ inline void write_test_db(const std::string& path, const TestDbSpec& spec) {
   Statement(db,
             "INSERT INTO provenance (id, tool_version, backend, arch, device_name, compute_units, "
             "driver_version, runtime_version, kernel_build_id, config_name, config_hash, "
-            "created_at, winners_digest) VALUES (1, 'test', ?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-            "'test-config', 'cafe', '2025-01-01T00:00:00Z', '')")
+            "config_text, created_at, winners_digest) VALUES (1, 'test', ?1, ?2, ?3, ?4, ?5, ?6, "
+            "?7, 'test-config', 'cafe', '', '2025-01-01T00:00:00Z', '')")
       .bind(1, dev.backend)
       .bind(2, dev.arch)
       .bind(3, dev.name)

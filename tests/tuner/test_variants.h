@@ -4,11 +4,14 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mla_decode/external_variant.h"
@@ -88,6 +91,48 @@ class ReferenceKernel final : public Variant {
   Fault fault_;
   std::string name_;
   mutable std::atomic<int64_t> calls_{0};
+};
+
+// The exact kernel with a chosen speed and a switchable misbehaviour: for the pruning, isolation
+// and verify tests. `run` sleeps `sleep_us` after computing, then does what `mode` says.
+class ScriptedKernel final : public Variant {
+ public:
+  enum class Mode { kCorrect, kOneRowWrong, kSegfault, kHang };
+  ScriptedKernel(std::string name, int64_t sleep_us, Mode mode, std::string identity = "scripted")
+      : name_(std::move(name)), identity_(std::move(identity)), sleep_us_(sleep_us), mode_(mode) {}
+  void set_mode(Mode m) { mode_ = m; }
+  std::string_view name() const override { return name_; }
+  std::string_view description() const override { return "test: scripted reference kernel"; }
+  Backend backend() const override { return Backend::kHost; }
+  std::string_view code_identity() const override { return identity_; }
+  ParamSpace param_space() const override { return {}; }
+  Support can_implement(const DecodeShape&, const LaunchParams&) const override {
+    return Support::yes();
+  }
+  size_t workspace_bytes(const DecodeShape&, const LaunchParams&) const override { return 0; }
+  void run(const DecodeShape& s, const LaunchParams& p, const DecodeArgs& a) const override {
+    exact_.run(s, p, a);
+    if (sleep_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
+    switch (mode_) {
+      case Mode::kCorrect:
+        break;
+      case Mode::kOneRowWrong:
+        std::memcpy(a.out + (s.rows() - 1) * kHeadDimV, a.out, kHeadDimV * sizeof(uint16_t));
+        a.out[(s.rows() - 1) * kHeadDimV] ^= 0x4000;  // and far off, even if rows agree
+        break;
+      case Mode::kSegfault:
+        std::raise(SIGSEGV);
+        break;
+      case Mode::kHang:
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  }
+
+ private:
+  ReferenceKernel exact_{Fault::kNone};
+  std::string name_, identity_;
+  int64_t sleep_us_;
+  Mode mode_;
 };
 
 // ---- The planted variants of the seed failure, behind the C ABI --------------------------------

@@ -15,7 +15,8 @@ enum ExitCode : int {
   kExitDatabase = 4,       // the database is missing, damaged, foreign, or refuses the operation
   kExitRefused = 5,        // lookup: the shape is untuned, stale, or has no valid kernel
   kExitNoValidKernel = 6,  // tune finished, but some buckets have no valid candidate
-  kExitNoDevice = 7        // the config's backend has no device in this build or machine
+  kExitNoDevice = 7,       // the config's backend has no device in this build or machine
+  kExitVerifyFailed = 8    // verify: some winner failed re-validation or is stale
 };
 
 void add_tune_command(CLI::App& app, int& exit_code);
@@ -23,5 +24,6 @@ void add_variants_command(CLI::App& app, int& exit_code);
 void add_show_command(CLI::App& app, int& exit_code);
 void add_explain_command(CLI::App& app, int& exit_code);
 void add_lookup_command(CLI::App& app, int& exit_code);
+void add_verify_command(CLI::App& app, int& exit_code);
 
 }  // namespace mlatune::cli

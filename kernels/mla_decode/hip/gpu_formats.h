@@ -76,6 +76,58 @@ MLATUNE_FORMAT_FN uint16_t e4m3fnuz_to_bf16(uint8_t b) {
   return static_cast<uint16_t>(float_as_bits(e4m3fnuz_to_float(b)) >> 16);
 }
 
+// Magnitude code (7 bits) of a finite, non-negative float for an e4m3 format with exponent bias
+// `bias` and largest finite magnitude code `max_code`: round to nearest even on the float's
+// integer significand (subnormal targets and the carry into the next exponent fall out of the
+// same rounding), saturating at max_code. Same bits as numformat.h's encoders.
+MLATUNE_FORMAT_FN uint32_t e4m3_magnitude_code(float a, int32_t bias, uint32_t max_code) {
+  const uint32_t bits = float_as_bits(a);
+  int32_t exp = static_cast<int32_t>(bits >> 23);
+  uint32_t sig = bits & 0x7fffffu;
+  if (exp == 0) {
+    exp = 1;  // float subnormal: the scale of exponent 1, no implicit bit
+  } else {
+    sig |= 0x800000u;
+  }
+  const int32_t target_exp = exp - 127 + bias;
+  uint32_t base;
+  int32_t shift;
+  if (target_exp >= 1) {
+    shift = 20;
+    base = (static_cast<uint32_t>(target_exp) << 3) + ((sig >> shift) & 7u);
+  } else {
+    shift = 21 - target_exp;
+    if (shift > 25) return 0;  // below half the smallest subnormal
+    base = sig >> shift;
+  }
+  const uint32_t rem = sig & ((1u << shift) - 1u);
+  const uint32_t half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (base & 1u))) ++base;
+  return base > max_code ? max_code : base;
+}
+
+// float -> OCP e4m3fn: NaN -> 0x7f (0xff when negative), beyond 448 saturates, -0 -> 0x80.
+MLATUNE_FORMAT_FN uint8_t float_to_e4m3fn(float f) {
+  const uint32_t bits = float_as_bits(f);
+  const uint32_t sign = (bits >> 24) & 0x80u;
+  const uint32_t mag_bits = bits & 0x7fffffffu;
+  if (mag_bits > 0x7f800000u) return static_cast<uint8_t>(sign | 0x7fu);
+  if (mag_bits >= 0x43e00000u) return static_cast<uint8_t>(sign | 0x7eu);  // >= 448 (and inf)
+  return static_cast<uint8_t>(sign | e4m3_magnitude_code(bits_as_float(mag_bits), 7, 0x7e));
+}
+
+// float -> e4m3fnuz: NaN -> 0x80, beyond 240 saturates, zero is always +0 (0x80 is NaN).
+MLATUNE_FORMAT_FN uint8_t float_to_e4m3fnuz(float f) {
+  const uint32_t bits = float_as_bits(f);
+  const uint32_t mag_bits = bits & 0x7fffffffu;
+  if (mag_bits > 0x7f800000u) return 0x80u;
+  const uint32_t sign = (bits >> 24) & 0x80u;
+  const uint32_t mag = mag_bits >= 0x43700000u  // >= 240 (and inf)
+                           ? 0x7fu
+                           : e4m3_magnitude_code(bits_as_float(mag_bits), 8, 0x7f);
+  return static_cast<uint8_t>(mag == 0 ? 0u : (sign | mag));
+}
+
 // Element i of a buffer of type T as float / as exact bf16 bits. Offsets are 64-bit.
 template <DType T>
 MLATUNE_FORMAT_FN float load_as_float(const void* base, int64_t i) {

@@ -13,4 +13,9 @@ namespace mlatune {
 void gpu_reference_decode(const DecodeShape& s, const DecodeArgs& args, float* out_f32,
                           float* lse_f32);
 
+// The same for a subset of rows: `rows` (device memory, n_rows entries of token * heads + head)
+// are computed into out_f32 [n_rows, 512] and lse_f32 [n_rows], laid out by position in `rows`.
+void gpu_reference_decode_rows(const DecodeShape& s, const DecodeArgs& args, const int64_t* rows,
+                               int64_t n_rows, float* out_f32, float* lse_f32);
+
 }  // namespace mlatune

@@ -39,9 +39,10 @@ struct RefParams {
   const void* kv;              // [pages, page_size, 576] of KV dtype
   const int32_t* block_table;  // [batch, max_pages_per_seq]
   const int32_t* kv_lens;      // [batch]
-  float* out;                  // [tokens, heads, 512]
-  float* lse;                  // [tokens, heads]
-  int64_t rows;                // tokens * heads
+  const int64_t* row_ids;      // [rows] the (token * heads + head) rows computed, or null: all
+  float* out;                  // [rows, 512]
+  float* lse;                  // [rows]
+  int64_t rows;                // rows computed
   int32_t qlen;
   int32_t heads;
   int32_t page_size;
@@ -82,7 +83,8 @@ __global__ __launch_bounds__(kThreads) void reference_kernel(RefParams p) {
   const int wave = tid / kWave;
   const int64_t max_len = int64_t{p.max_pages_per_seq} * p.page_size;
 
-  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+  for (int64_t slot = blockIdx.x; slot < p.rows; slot += gridDim.x) {
+    const int64_t row = p.row_ids ? p.row_ids[slot] : slot;
     const int64_t token = row / p.heads;
     const int64_t b = token / p.qlen;
     const int64_t i = token % p.qlen;
@@ -137,31 +139,37 @@ __global__ __launch_bounds__(kThreads) void reference_kernel(RefParams p) {
 
     // l == 0 only when no key is visible (the largest score contributes exp(0) = 1 otherwise); a
     // NaN l (NaN in the data) is kept and propagates, so that it cannot pass as an empty row.
-    float* out = p.out + row * kHeadDimV;
+    float* out = p.out + slot * kHeadDimV;
     const bool empty = l == 0.0f;
     const float f = empty ? 0.0f : p.kv_scale / l;
 #pragma unroll
     for (int k = 0; k < kDimsPerThread; ++k) out[tid + k * kThreads] = acc[k] * f;
-    if (tid == 0) p.lse[row] = empty ? -__builtin_huge_valf() : m + logf(l);
+    if (tid == 0) p.lse[slot] = empty ? -__builtin_huge_valf() : m + logf(l);
   }
 }
 
 }  // namespace
 
-void gpu_reference_decode(const DecodeShape& s, const DecodeArgs& a, float* out_f32,
-                          float* lse_f32) {
+void gpu_reference_decode_rows(const DecodeShape& s, const DecodeArgs& a, const int64_t* rows,
+                               int64_t n_rows, float* out_f32, float* lse_f32) {
   if (auto err = validate(s)) throw LaunchError("gpu_reference_decode: invalid shape: " + *err);
   if (!a.q || !a.kv || !a.block_table || !a.kv_lens || !out_f32 || !lse_f32) {
     throw LaunchError("gpu_reference_decode: null q, kv, block_table, kv_lens, out or lse pointer");
   }
+  if (n_rows < 0 || n_rows > s.rows() || (rows == nullptr && n_rows != s.rows())) {
+    throw LaunchError("gpu_reference_decode: " + std::to_string(n_rows) + " rows of a shape with " +
+                      std::to_string(s.rows()));
+  }
+  if (n_rows == 0) return;
   RefParams p{};
   p.q = a.q;
   p.kv = a.kv;
   p.block_table = a.block_table;
   p.kv_lens = a.kv_lens;
+  p.row_ids = rows;
   p.out = out_f32;
   p.lse = lse_f32;
-  p.rows = s.rows();
+  p.rows = n_rows;
   p.qlen = s.qlen;
   p.heads = s.heads;
   p.page_size = s.page_size;
@@ -182,6 +190,11 @@ void gpu_reference_decode(const DecodeShape& s, const DecodeArgs& a, float* out_
       break;
   }
   hip_check_launch("gpu_reference_decode");
+}
+
+void gpu_reference_decode(const DecodeShape& s, const DecodeArgs& a, float* out_f32,
+                          float* lse_f32) {
+  gpu_reference_decode_rows(s, a, nullptr, s.rows(), out_f32, lse_f32);
 }
 
 }  // namespace mlatune
