@@ -8,6 +8,7 @@
 #include "mla_decode/host/host_variants.h"
 #if defined(MLATUNE_WITH_HIP)
 #include "mla_decode/hip/hip_variants.h"
+#include "mla_decode/hip/mma_fp8kv.h"
 #include "mla_decode/hip/mma_split.h"
 #endif
 
@@ -47,6 +48,7 @@ Registry builtin_registry() {
 #if defined(MLATUNE_WITH_HIP)
   r.add_borrowed(&hip_portable_split_variant());
   r.add_borrowed(&hip_mma_split_variant());
+  r.add_borrowed(&hip_mma_fp8kv_variant());
 #endif
   return r;
 }

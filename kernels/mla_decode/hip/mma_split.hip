@@ -54,8 +54,9 @@
 //       without kv_scale; zeros for a row that saw no key in the split.
 //   part_lse [batch, kv_splits, heads * qlen]: natural-log LSE of the split's scores (from l), or
 //       -inf for a row that saw no key in the split (empty split, or only its causal tail).
-// The combine kernel (one workgroup per output row) merges the finite splits in split order,
-// weights exp(lse_s - max), and writes out = kv_scale * sum / total and LSE = max + log(total).
+// The combine kernel (mma_common.h; one workgroup per output row) merges the finite splits in
+// split order, weights exp(lse_s - max), and writes out = kv_scale * sum / total and
+// LSE = max + log(total).
 // Rows of the last group beyond heads * qlen are padding: computed masked, never written.
 // Everything is deterministic: fixed reduction orders, no atomics.
 //
@@ -75,6 +76,7 @@
 #include "gpu/hip_compat.h"
 #include "mla_decode/hip/gpu_formats.h"
 #include "mla_decode/hip/hip_check.h"
+#include "mla_decode/hip/mma_common.h"
 
 #if defined(MLATUNE_STANDALONE_CHECK)
 // Compile checks outside CMake, which generates the real identity header.
@@ -85,29 +87,23 @@ inline constexpr std::string_view k_hip_mma_split_v1 = "standalone-check";
 #include "mla_decode/code_identity.h"
 #endif
 
-// The tensor-core path: ldmatrix, mma.sync and cp.async exist from sm_80 on. Every other pass
-// (AMD, host passes that parse kernel bodies) compiles the scalar path.
-#if MLATUNE_ARCH_NVIDIA_MMA_BF16
-#define MMA_SPLIT_TENSOR_CORES 1
-#else
-#define MMA_SPLIT_TENSOR_CORES 0
-#endif
+// The tensor-core path: ldmatrix, mma.sync and cp.async exist from sm_80 on
+// (MLATUNE_MMA_TENSOR_CORES, mma_common.h). Every other pass (AMD, host passes that parse kernel
+// bodies) compiles the scalar path.
 
 namespace mlatune {
 namespace {
 
 constexpr std::string_view kName = "hip_mma_split_v1";
 
+using namespace mma;
+
 constexpr int kWarps = 8;
-constexpr int kWarpLanes = 32;  // logical warps of 32 threads, also on wave64 hardware
 constexpr int kThreads = kWarps * kWarpLanes;
 constexpr int kRowElems = kHeadDimQK + 8;  // bf16 per shared-memory K/V/Q row
 constexpr int kRowBytes = kRowElems * 2;   // 1168
 constexpr int kQkSteps = kHeadDimQK / 16;  // k16 steps of S = Q K^T
 constexpr int kDimsPerWarp = kHeadDimV / kWarps;
-constexpr int kCombineThreads = kHeadDimV / 4;  // 4 output dims per thread
-constexpr float kNegInf = -__builtin_huge_valf();
-constexpr float kLn2 = 0.6931471805599453f;
 
 static_assert(kDimsPerWarp == 64, "the P V step assumes 64 output dims (8 n-tiles) per warp");
 
@@ -209,100 +205,6 @@ struct Params {
   float kv_scale;
 };
 
-struct CombineParams {
-  const float* part_out;
-  const float* part_lse;
-  uint16_t* out;
-  float* lse;  // null unless return_lse
-  int32_t rows;
-  int32_t splits;
-  float kv_scale;
-};
-
-__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
-
-// ---- Number formats ---------------------------------------------------------------------------
-
-// Two fp8 codes (bits 0-7 and 8-15 of `x`) to a bf16 pair (element 0 in the low half), exactly.
-template <DType T>
-__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t x) {
-#if MLATUNE_ARCH_NVIDIA_MMA_FP8
-  if constexpr (T == DType::kFP8E4M3FN) {
-    // Hardware e4m3 -> f16 (exact: every e4m3fn value is a normal f16), then f16 -> f32 -> bf16,
-    // exact again. 4 instructions a pair instead of the integer decoder's ~20.
-    uint32_t h2;
-    const uint16_t in = static_cast<uint16_t>(x);
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(in));
-    float lo, hi;
-    asm("{\n .reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;\n}"
-        : "=f"(lo), "=f"(hi)
-        : "r"(h2));
-    uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-  }
-#endif
-  return uint32_t{gpu::load_as_bf16<T>(&x, 0)} |
-         (uint32_t{gpu::load_as_bf16<T>(reinterpret_cast<const uint8_t*>(&x) + 1, 0)} << 16);
-}
-
-// 8 fp8 codes to 8 bf16.
-template <DType T>
-__device__ __forceinline__ uint4 fp8x8_to_bf16x8(uint2 v) {
-  uint4 r;
-  r.x = fp8x2_to_bf16x2<T>(v.x & 0xffffu);
-  r.y = fp8x2_to_bf16x2<T>(v.x >> 16);
-  r.z = fp8x2_to_bf16x2<T>(v.y & 0xffffu);
-  r.w = fp8x2_to_bf16x2<T>(v.y >> 16);
-  return r;
-}
-
-// Two floats to a bf16 pair, round to nearest even (a in the low half).
-__device__ __forceinline__ uint32_t pack_bf16x2(float a, float b) {
-#if MMA_SPLIT_TENSOR_CORES
-  uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
-  return r;
-#else
-  return uint32_t{gpu::float_to_bf16(a)} | (uint32_t{gpu::float_to_bf16(b)} << 16);
-#endif
-}
-
-// ---- Copies -----------------------------------------------------------------------------------
-
-#if MMA_SPLIT_TENSOR_CORES
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-#endif
-
-// 16 bytes global -> shared; asynchronous where cp.async exists (completes at async_wait).
-__device__ __forceinline__ void copy16(void* dst, const void* src) {
-#if MMA_SPLIT_TENSOR_CORES
-  // .cg: through L2 only; KV is streamed, L1 would only evict Q.
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src)
-               : "memory");
-#else
-  *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
-#endif
-}
-
-// Unused where there are no async copies (AMD), hence maybe_unused.
-[[maybe_unused]] __device__ __forceinline__ void async_commit() {
-#if MMA_SPLIT_TENSOR_CORES
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
-// Waits until at most `kPending` committed groups of this thread are still in flight.
-template <int kPending>
-__device__ __forceinline__ void async_wait() {
-#if MMA_SPLIT_TENSOR_CORES
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-#endif
-}
-
-__device__ __forceinline__ void zero16(void* dst) { *static_cast<uint4*>(dst) = uint4{0, 0, 0, 0}; }
 
 // Byte offset of key j's row in the KV pool. j < L <= kMaxKvLen fits int32; the row index does
 // not (pools of 2^31 pages), hence the 64-bit product.
@@ -428,31 +330,9 @@ __device__ __forceinline__ void load_q_rows(const Params& p, int32_t b, int32_t 
   }
 }
 
-// ---- Tensor-core primitives (NVIDIA) and their scalar stand-ins ---------------------------------
+// ---- Scalar stand-ins for the tensor-core primitives (mma_common.h) ------------------------------
 
-#if MMA_SPLIT_TENSOR_CORES
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// c += a (16x16 row-major bf16) * b (16x8 col-major bf16), fp32 accumulators.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-#else
+#if !MLATUNE_MMA_TENSOR_CORES
 __device__ __forceinline__ float smem_bf16(const uint8_t* base, int row_bytes, int row, int col) {
   return gpu::bf16_to_float(*reinterpret_cast<const uint16_t*>(base + row * row_bytes + col * 2));
 }
@@ -472,7 +352,7 @@ __device__ __forceinline__ void qk_tile(const uint8_t* q_s, const uint8_t* kv, f
   const int g = lane >> 2;
   const int t = lane & 3;
   float acc[C::kTilesPerWarp][4] = {};
-#if MMA_SPLIT_TENSOR_CORES
+#if MLATUNE_MMA_TENSOR_CORES
   // Independent accumulator chains (k-steps round robin, summed in a fixed order at the end):
   // one chain per n-tile would serialise up to 36 dependent mma.sync per tile.
   float chain[C::kChains][C::kTilesPerWarp][4] = {};
@@ -534,64 +414,6 @@ __device__ __forceinline__ void qk_tile(const uint8_t* q_s, const uint8_t* kv, f
   }
 }
 
-// Online softmax over one tile for this thread's row slice: masks, updates m / l / lb (identical
-// in every thread of the row), writes bf16 P, and publishes alpha.
-template <class C>
-__device__ __forceinline__ void softmax_tile(const float* s_s, uint16_t* p_s, float* alpha_s,
-                                             float scale_log2, int32_t t0, int32_t key_end, int rl,
-                                             int sub, float& m, float& l, float& lb) {
-  constexpr int kKpt = C::kKeysPerThread;
-  constexpr int kPartStride = 16 * C::kMTiles * C::kSStride;
-  const int c0 = sub * kKpt;
-  float s[kKpt];
-  float mx = kNegInf;
-#pragma unroll
-  for (int k = 0; k < kKpt; k += 2) {
-    float2 v = *reinterpret_cast<const float2*>(s_s + rl * C::kSStride + c0 + k);
-#pragma unroll
-    for (int kg = 1; kg < C::kKSplit; ++kg) {
-      const float2 w =
-          *reinterpret_cast<const float2*>(s_s + kg * kPartStride + rl * C::kSStride + c0 + k);
-      v.x += w.x;
-      v.y += w.y;
-    }
-    const int32_t j = t0 + c0 + k;
-    s[k] = j < key_end ? v.x * scale_log2 : kNegInf;
-    s[k + 1] = j + 1 < key_end ? v.y * scale_log2 : kNegInf;
-    mx = fmaxf(mx, fmaxf(s[k], s[k + 1]));
-  }
-#pragma unroll
-  for (int off = C::kRowThreads / 2; off > 0; off /= 2) {
-    mx = fmaxf(mx, mlatune_shfl_xor(mx, off));
-  }
-  const float m_new = fmaxf(m, mx);
-  // A row with no visible key so far keeps m = -inf; exponents relative to 0 then give p = 0 and
-  // alpha = 0 instead of exp(-inf + inf) = NaN.
-  const float m_use = m_new == kNegInf ? 0.0f : m_new;
-  const float alpha = exp2f(m - m_use);
-  float sum = 0.0f;
-  float sumb = 0.0f;
-  uint16_t* prow = p_s + rl * C::kPStride + c0;
-#pragma unroll
-  for (int k = 0; k < kKpt; k += 2) {
-    const float e0 = exp2f(s[k] - m_use);
-    const float e1 = exp2f(s[k + 1] - m_use);
-    const uint32_t bits = pack_bf16x2(e0, e1);
-    sum += e0 + e1;
-    sumb += gpu::bf16_lo(bits) + gpu::bf16_hi(bits);
-    *reinterpret_cast<uint32_t*>(prow + k) = bits;
-  }
-#pragma unroll
-  for (int off = C::kRowThreads / 2; off > 0; off /= 2) {
-    sum += mlatune_shfl_xor(sum, off);
-    sumb += mlatune_shfl_xor(sumb, off);
-  }
-  l = l * alpha + sum;
-  lb = lb * alpha + sumb;
-  m = m_new;
-  if (sub == 0) alpha_s[rl] = alpha;
-}
-
 // O = O * alpha + P V for this warp's 64 output dims and all rows.
 template <class C>
 __device__ __forceinline__ void pv_tile(const uint16_t* p_s, const uint8_t* kv,
@@ -611,7 +433,7 @@ __device__ __forceinline__ void pv_tile(const uint16_t* p_s, const uint8_t* kv,
       o[mt][n][3] *= a_hi;
     }
   }
-#if MMA_SPLIT_TENSOR_CORES
+#if MLATUNE_MMA_TENSOR_CORES
   constexpr int kPRowBytes = C::kPStride * 2;
   // A (P rows) as for Q in qk_tile.
   const uint32_t p_addr =
@@ -864,39 +686,6 @@ __global__ void MMA_SPLIT_BOUNDS(BR) mma_split_kernel(const Params p) {
   }
 }
 
-// Merges the kv_splits partial results of one output row (blockIdx.x = b * rows + r).
-__global__ void __launch_bounds__(kCombineThreads) mma_split_combine_kernel(const CombineParams c) {
-  const int64_t row = blockIdx.x;
-  const int64_t b = row / c.rows;
-  const int64_t base = b * c.splits * c.rows + row % c.rows;  // split s at base + s * rows
-  const int d = static_cast<int>(threadIdx.x) * 4;
-  float mx = kNegInf;
-  for (int s = 0; s < c.splits; ++s) mx = fmaxf(mx, c.part_lse[base + int64_t{s} * c.rows]);
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  float total = 0.0f;
-  if (mx != kNegInf) {
-    for (int s = 0; s < c.splits; ++s) {
-      const int64_t slot = base + int64_t{s} * c.rows;
-      const float ls = c.part_lse[slot];
-      if (ls == kNegInf) continue;  // contributes exactly 0
-      const float w = expf(ls - mx);
-      total += w;
-      const float4 v = *reinterpret_cast<const float4*>(c.part_out + slot * kHeadDimV + d);
-      acc[0] += w * v.x;
-      acc[1] += w * v.y;
-      acc[2] += w * v.z;
-      acc[3] += w * v.w;
-    }
-  }
-  // No split saw a key (impossible for valid shapes, L >= qlen): zeros and -inf, never NaN.
-  const float scale = total > 0.0f ? c.kv_scale / total : 0.0f;
-  *reinterpret_cast<uint2*>(c.out + row * kHeadDimV + d) = uint2{
-      pack_bf16x2(acc[0] * scale, acc[1] * scale), pack_bf16x2(acc[2] * scale, acc[3] * scale)};
-  if (c.lse != nullptr && threadIdx.x == 0) {
-    c.lse[row] = total > 0.0f ? mx + logf(total) : kNegInf;
-  }
-}
-
 // ---- Host side --------------------------------------------------------------------------------
 
 using KernelFn = void (*)(Params);
@@ -961,10 +750,6 @@ int64_t partial_rows(const DecodeShape& s, const LaunchParams& p) {
   throw LaunchError(std::string(kName) + ": " + why);
 }
 
-bool misaligned(const void* ptr, uintptr_t alignment) {
-  return reinterpret_cast<uintptr_t>(ptr) % alignment != 0;
-}
-
 class MmaSplitVariant final : public Variant {
  public:
   std::string_view name() const override { return kName; }
@@ -1010,24 +795,8 @@ class MmaSplitVariant final : public Variant {
 void MmaSplitVariant::run(const DecodeShape& s, const LaunchParams& lp, const DecodeArgs& a) const {
   const Support sup = can_implement(s, lp);
   if (!sup.ok) fail(sup.reason);
-  if (!a.q || !a.kv || !a.block_table || !a.kv_lens || !a.out) {
-    fail("null q, kv, block_table, kv_lens or out pointer");
-  }
-  if (s.return_lse && !a.lse) fail("return_lse set but lse pointer is null");
-  // 16-byte vector loads of q and KV rows, 8-byte stores of out, float4 partials.
-  if (misaligned(a.q, 16) || misaligned(a.kv, 16)) fail("q and kv must be 16-byte aligned");
-  if (misaligned(a.out, 8) || misaligned(a.lse, 4)) {
-    fail("out must be 8-byte aligned and lse 4-byte aligned");
-  }
   const size_t ws = workspace_bytes(s, lp);
-  if (ws > 0) {
-    if (!a.workspace) fail("null workspace (" + std::to_string(ws) + " bytes needed)");
-    if (a.workspace_bytes < ws) {
-      fail("workspace too small: " + std::to_string(a.workspace_bytes) + " bytes given, " +
-           std::to_string(ws) + " needed");
-    }
-    if (misaligned(a.workspace, 16)) fail("workspace must be 16-byte aligned");
-  }
+  check_launch_args(kName, s, a, ws);
 
   const KernelInfo k = find_kernel(lp.kv_tile, lp.block_rows, s.kv_dtype);
   const int32_t rows = s.qlen * s.heads;
@@ -1061,17 +830,8 @@ void MmaSplitVariant::run(const DecodeShape& s, const LaunchParams& lp, const De
   k.fn<<<dim3(static_cast<unsigned>(blocks)), dim3(kThreads), k.smem, nullptr>>>(p);
   hip_check_launch("mma_split_kernel");
   if (lp.kv_splits > 1) {
-    CombineParams c{};
-    c.part_out = p.part_out;
-    c.part_lse = p.part_lse;
-    c.out = a.out;
-    c.lse = p.lse;
-    c.rows = rows;
-    c.splits = lp.kv_splits;
-    c.kv_scale = s.kv_scale;
-    mma_split_combine_kernel<<<dim3(static_cast<unsigned>(s.rows())), dim3(kCombineThreads), 0,
-                               nullptr>>>(c);
-    hip_check_launch("mma_split_combine_kernel");
+    launch_combine(s, lp.kv_splits, p.part_out, p.part_lse, a.out, p.lse,
+                   "mma_split combine_kernel");
   }
 }
 

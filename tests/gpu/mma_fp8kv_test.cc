@@ -1,0 +1,105 @@
+// hip_mma_fp8kv_v1 through the on-device gate, as the tuner runs it: qlen 1-4 (causal), 16 and 128
+// heads (one and eight row groups), pages 1 and 64, LSE on and off, bf16 and fp8 q, one split,
+// several, and more splits than some sequences have keys; every point's rows are checked, with
+// poisoned pages and slots, guards and repeated runs. Its P is f16, so its worst error must stay
+// well inside the tolerance the bf16-P variant needs. Skips without a GPU; the refusals run
+// everywhere.
+#include "mla_decode/hip/mma_fp8kv.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "mla_decode/memory.h"
+#include "tuner/gate.h"
+
+namespace mlatune {
+namespace {
+
+const Variant& variant() { return hip_mma_fp8kv_variant(); }
+
+bool have_gpu(std::string* why) {
+  try {
+    memory_space(Backend::kHip).synchronize();
+    return true;
+  } catch (const std::exception& e) {
+    *why = e.what();
+    return false;
+  }
+}
+
+const char* kConfig = R"(
+backend: hip
+spaces:
+  - heads: [16]
+    qlen: [1, 2, 3, 4]
+    dtypes: [bf16/fp8_e4m3fn, fp8_e4m3fn/fp8_e4m3fn]
+    page_size: [1, 64]
+    lse: [false, true]
+    batch_edges: [3, 40]
+    kv_len_edges: [300]
+  - heads: [128]
+    qlen: [1, 2]
+    dtypes: [bf16/fp8_e4m3fn]
+    page_size: [64]
+    lse: [true]
+    batch_edges: [3]
+    kv_len_edges: [200]
+tolerances:
+  bf16/fp8_e4m3fn: {atol: 6.0e-3, rtol: 4.0e-2, min_cosine: 0.9995, lse_atol: 5.0e-4}
+  fp8_e4m3fn/fp8_e4m3fn: {atol: 6.0e-3, rtol: 4.0e-2, min_cosine: 0.9995, lse_atol: 5.0e-4}
+validation: {seeds: 1, repeats: 2, interior_points: 1}
+)";
+
+TEST(MmaFp8KvTest, PassesTheGateEverywhereWithMargin) {
+  std::string why;
+  if (!have_gpu(&why)) GTEST_SKIP() << why;
+  const TuneConfig config = parse_config(kConfig, "mma_fp8kv_test.yaml");
+  double worst = 0;
+  int trials = 0;
+  for (const BucketKey& b : config.buckets()) {
+    BucketValidator validator(b, config, 2);
+    for (int32_t splits : {1, 4, 64}) {
+      for (int32_t tile : {32, 64}) {
+        const LaunchParams lp{splits, tile, 16, 0};
+        const TrialRecord t = validator.validate(variant(), lp);
+        SCOPED_TRACE(b.to_string() + " " + lp.to_string());
+        EXPECT_EQ(t.disposition, Disposition::kPassed) << t.reason << " at " << t.worst_row;
+        worst = std::max(worst, t.max_rel_err.value_or(1e9));
+        ++trials;
+      }
+    }
+  }
+  std::printf("[ stats ] hip_mma_fp8kv_v1: %d trials, worst error %.3fx of the tolerance\n",
+              trials, worst);
+  EXPECT_EQ(trials, 2 * 4 * 2 * 2 * 2 * 6 + 2 * 6);
+  EXPECT_LT(worst, 0.6);
+}
+
+TEST(MmaFp8KvTest, RefusesWhatItDoesNotImplement) {
+  DecodeShape s;
+  s.batch = 2;
+  s.qlen = 1;
+  s.heads = 16;
+  s.page_size = 64;
+  s.q_dtype = DType::kBF16;
+  s.kv_dtype = DType::kFP8E4M3FN;
+  s.sm_scale = 0.04f;
+  s.num_pages = 4;
+  s.max_pages_per_seq = 2;
+  s.max_kv_len = 100;
+  EXPECT_TRUE(variant().can_implement(s, {4, 32, 16, 0}).ok);
+  EXPECT_FALSE(variant().can_implement(s, {4, 32, 32, 0}).ok);  // 16 rows per workgroup only
+  EXPECT_FALSE(variant().can_implement(s, {3, 32, 16, 0}).ok);  // not a declared split count
+  DecodeShape bf16 = s;
+  bf16.kv_dtype = DType::kBF16;
+  EXPECT_FALSE(variant().can_implement(bf16, {4, 32, 16, 0}).ok);
+  DecodeShape fnuz = s;
+  fnuz.kv_dtype = DType::kFP8E4M3FNUZ;
+  EXPECT_FALSE(variant().can_implement(fnuz, {4, 32, 16, 0}).ok);
+  EXPECT_EQ(variant().workspace_bytes(s, {1, 32, 16, 0}), 0u);
+  EXPECT_EQ(variant().workspace_bytes(s, {4, 32, 16, 0}), size_t{2} * 4 * 16 * 513 * 4);
+}
+
+}  // namespace
+}  // namespace mlatune
