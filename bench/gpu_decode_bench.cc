@@ -73,9 +73,14 @@ double g_copy_gbps = 0;
 // The database's winner for the shape, or false when it has none (the reason is printed).
 bool winner_from_db(const WinnerTable& table, const Registry& registry, const Shape& sh,
                     Prepared& p) {
-  const mlatune_decode_key key{sh.heads, sh.qlen,  static_cast<int32_t>(DType::kBF16),
-                               static_cast<int32_t>(sh.kv_dtype), 64, 0,
-                               sh.batch,  sh.kv_len};
+  const mlatune_decode_key key{sh.heads,
+                               sh.qlen,
+                               static_cast<int32_t>(DType::kBF16),
+                               static_cast<int32_t>(sh.kv_dtype),
+                               64,
+                               0,
+                               sh.batch,
+                               sh.kv_len};
   mlatune_selection sel{};
   const mlatune_status st = table.lookup(key, &sel);
   if (st != MLATUNE_STATUS_OK) {
@@ -157,8 +162,8 @@ void BM_Decode(benchmark::State& state, Prepared* p) {
     timer->stop();
     state.SetIterationTime(timer->seconds());
   }
-  state.SetLabel(std::string(p->variant->name()) + " " + p->params.to_string() + " (" +
-                 p->source + ")");
+  state.SetLabel(std::string(p->variant->name()) + " " + p->params.to_string() + " (" + p->source +
+                 ")");
   // Per-iteration amounts over the (manual) time of all iterations.
   const auto rate = benchmark::Counter::kIsIterationInvariantRate;
   state.counters["GB/s"] = benchmark::Counter(p->kv_bytes / 1e9, rate);

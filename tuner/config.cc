@@ -471,10 +471,9 @@ ValidationSettings read_validation(const Ctx& ctx, const Item& item) {
 }
 
 TimingSettings read_timing(const Ctx& ctx, const Item& item) {
-  const MapFields m(
-      ctx, item,
-      {"warmup", "samples", "cold_cache", "flush_bytes", "tie_fraction", "candidate_timeout_s",
-       "prune_factor", "prune_samples"});
+  const MapFields m(ctx, item,
+                    {"warmup", "samples", "cold_cache", "flush_bytes", "tie_fraction",
+                     "candidate_timeout_s", "prune_factor", "prune_samples"});
   TimingSettings t;
   read_int_field(ctx, m, "warmup", 0, 1000, &t.warmup);
   read_int_field(ctx, m, "samples", 3, 100000, &t.samples);

@@ -122,8 +122,8 @@ std::optional<Failure> judge(const ValidationCase& c, const Tolerance& tol, cons
     if (r.worst_ratio > 1.0) {
       first = Failure{Disposition::kIncorrect,
                       "error " + fmt(r.max_abs) + " exceeds tolerance (" + fmt(r.worst_ratio) +
-                          "x atol+rtol|ref|) at dim " + std::to_string(r.worst_dim) +
-                          ", cosine " + fmt(r.cosine),
+                          "x atol+rtol|ref|) at dim " + std::to_string(r.worst_dim) + ", cosine " +
+                          fmt(r.cosine),
                       where};
     } else if (r.cosine < tol.min_cosine) {
       first = Failure{Disposition::kIncorrect,
@@ -161,19 +161,15 @@ const PreparedCase& BucketValidator::prepared_case(Backend backend, size_t i) co
   std::vector<std::unique_ptr<PreparedCase>>& cached = prepared_[backend];
   if (cached.empty()) cached.resize(cases_.size());
   if (!cached[i]) {
-    cached[i] = gate_backend(backend).prepare(cases_[i].spec, cases_[i].checked_rows,
-                                              reference_threads_);
+    cached[i] =
+        gate_backend(backend).prepare(cases_[i].spec, cases_[i].checked_rows, reference_threads_);
   }
   return *cached[i];
 }
 
-std::optional<gate_detail::Failure> BucketValidator::run_case(const Variant& v,
-                                                              const LaunchParams& p,
-                                                              MemorySpace& memory,
-                                                              const ValidationCase& c,
-                                                              const PreparedCase& inputs,
-                                                              TrialRecord& t,
-                                                              gate_detail::Metrics& m) const {
+std::optional<gate_detail::Failure> BucketValidator::run_case(
+    const Variant& v, const LaunchParams& p, MemorySpace& memory, const ValidationCase& c,
+    const PreparedCase& inputs, TrialRecord& t, gate_detail::Metrics& m) const {
   const DecodeShape& s = c.shape();
   size_t ws_bytes = v.workspace_bytes(s, p);
   if (ws_bytes > (size_t{1} << 36)) {

@@ -130,10 +130,10 @@ std::string signal_text(int sig) {
 struct WorkerEnd {
   bool done = false;  // it sent "done"
   std::optional<std::pair<size_t, size_t>> in_flight;
-  std::string fault;      // reason of a "fault" line
-  std::string error;      // "KIND MESSAGE" of an "error" line
-  std::string death;      // how it died, when not by exit
-  bool watchdog = false;  // killed by the watchdog
+  std::string fault;                // reason of a "fault" line
+  std::string error;                // "KIND MESSAGE" of an "error" line
+  std::string death;                // how it died, when not by exit
+  bool watchdog = false;            // killed by the watchdog
   std::map<size_t, bool> recorded;  // bucket -> has a winner
 };
 
@@ -178,8 +178,8 @@ WorkerEnd supervise(pid_t pid, int fd, double watchdog_s) {
     pollfd p{fd, POLLIN, 0};
     const int r = poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) throw std::runtime_error(std::string("poll on the worker pipe: ") +
-                                        std::strerror(errno));
+    if (r < 0)
+      throw std::runtime_error(std::string("poll on the worker pipe: ") + std::strerror(errno));
     if (r == 0) continue;
     char chunk[4096];
     const ssize_t n = read(fd, chunk, sizeof chunk);
@@ -226,9 +226,8 @@ double watchdog_seconds(const TuneConfig& config) {
 }
 
 TuneSummary tune_isolated(const TuneConfig& config, const std::vector<Candidate>& candidates,
-                          const Registry& registry, const std::string& db_path,
-                          TuningDb::Mode mode, bool live_progress,
-                          const IsolationSettings& settings) {
+                          const Registry& registry, const std::string& db_path, TuningDb::Mode mode,
+                          bool live_progress, const IsolationSettings& settings) {
   const auto start = std::chrono::steady_clock::now();
   WorkerJob job{&config, &candidates, &registry, db_path, mode, live_progress, true, {}};
   TuneSummary summary;
@@ -266,18 +265,18 @@ TuneSummary tune_isolated(const TuneConfig& config, const std::vector<Candidate>
     if (end.done) break;
     if (!end.error.empty()) rethrow(end.error);
     if (!end.in_flight) {
-      throw std::runtime_error("the tuning worker " +
-                               (end.watchdog ? "hung (no progress for " +
-                                                   std::to_string(settings.watchdog_s) + " s)"
-                                             : "died (" + end.death + ")") +
-                               " while no candidate was running (preparing a bucket's inputs "
-                               "or writing the database)");
+      throw std::runtime_error(
+          "the tuning worker " +
+          (end.watchdog ? "hung (no progress for " + std::to_string(settings.watchdog_s) + " s)"
+                        : "died (" + end.death + ")") +
+          " while no candidate was running (preparing a bucket's inputs "
+          "or writing the database)");
     }
     std::pair<Disposition, std::string> verdict;
     if (end.watchdog) {
-      verdict = {Disposition::kTimedOut,
-                 "hung: no progress for " + std::to_string(static_cast<int>(settings.watchdog_s)) +
-                     " s; the watchdog killed the tuning worker"};
+      verdict = {Disposition::kTimedOut, "hung: no progress for " +
+                                             std::to_string(static_cast<int>(settings.watchdog_s)) +
+                                             " s; the watchdog killed the tuning worker"};
     } else if (!end.fault.empty()) {
       verdict = {Disposition::kLaunchError, "device fault: " + end.fault};
     } else {
@@ -295,7 +294,8 @@ TuneSummary tune_isolated(const TuneConfig& config, const std::vector<Candidate>
     job.mode = TuningDb::Mode::kResume;
     job.announce = false;
   }
-  for (const auto& [bucket, has_winner] : recorded) ++(has_winner ? summary.tuned : summary.no_valid);
+  for (const auto& [bucket, has_winner] : recorded)
+    ++(has_winner ? summary.tuned : summary.no_valid);
   // Every bucket not recorded by this run's workers was in the database before it.
   summary.skipped = summary.buckets - static_cast<int64_t>(recorded.size());
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -37,8 +37,7 @@ double watchdog_seconds(const TuneConfig& config);
 // LaunchError (no device: the CLI's exit code 7) or ConfigError; any other failure, or a worker
 // that dies while no candidate is in flight, as std::runtime_error.
 TuneSummary tune_isolated(const TuneConfig& config, const std::vector<Candidate>& candidates,
-                          const Registry& registry, const std::string& db_path,
-                          TuningDb::Mode mode, bool live_progress,
-                          const IsolationSettings& settings);
+                          const Registry& registry, const std::string& db_path, TuningDb::Mode mode,
+                          bool live_progress, const IsolationSettings& settings);
 
 }  // namespace mlatune

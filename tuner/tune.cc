@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <map>
 #include <set>
 
@@ -171,8 +171,8 @@ std::vector<TrialRecord> run_bucket(size_t bucket_index, const BucketKey& b,
   std::vector<std::optional<TrialRecord>> trials(candidates.size());
   size_t done = 0;
   auto record = [&](size_t ci, TrialRecord t) {
-    if (hooks.candidate_failed && (t.disposition == Disposition::kLaunchError ||
-                                   t.disposition == Disposition::kTimedOut)) {
+    if (hooks.candidate_failed &&
+        (t.disposition == Disposition::kLaunchError || t.disposition == Disposition::kTimedOut)) {
       hooks.candidate_failed(bucket_index, ci, t);
     }
     trials[ci] = std::move(t);
@@ -229,9 +229,8 @@ std::vector<TrialRecord> run_bucket(size_t bucket_index, const BucketKey& b,
       }
       start(ci);
       try {
-        const TimingResult r = time_candidate(*c.variant, c.params,
-                                              timing_input(c.variant->backend()),
-                                              timing_case.label, quick);
+        const TimingResult r = time_candidate(
+            *c.variant, c.params, timing_input(c.variant->backend()), timing_case.label, quick);
         order.emplace_back(r.median_us, ci);
       } catch (const std::exception& e) {
         record(ci, unrun_record(c, Disposition::kLaunchError,

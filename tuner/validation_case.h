@@ -26,8 +26,8 @@ std::vector<ValidationPoint> validation_points(const BucketKey& b, int32_t inter
 
 // One input set of one validation point.
 struct ValidationCase {
-  std::string label;  // "batch=4 max_kv=257 seed 1 peaked"
-  CaseSpec spec;      // shape, lengths and generator of the inputs
+  std::string label;                  // "batch=4 max_kv=257 seed 1 peaked"
+  CaseSpec spec;                      // shape, lengths and generator of the inputs
   std::vector<int64_t> checked_rows;  // (token * heads + head) rows compared with the reference
 
   const DecodeShape& shape() const { return spec.shape; }

@@ -39,8 +39,7 @@ class HostPreparedCase final : public PreparedCase {
   DecodeArgs args() const override { return host_.args(); }
   OutputCheck check(const uint16_t* out, const float* lse, double atol,
                     double rtol) const override {
-    return compare_host(spec_.shape, rows_, ref_.out.data(), ref_.lse.data(), out, lse, atol,
-                        rtol);
+    return compare_host(spec_.shape, rows_, ref_.out.data(), ref_.lse.data(), out, lse, atol, rtol);
   }
 
  private:

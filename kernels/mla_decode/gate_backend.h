@@ -33,11 +33,11 @@ CaseSpec make_case_spec(const DecodeShape& shape, std::vector<int32_t> kv_lens, 
 
 // A case's bytes in host memory.
 struct HostCase {
-  std::vector<uint8_t> q;             // [tokens, heads, 576] raw q_dtype elements
-  std::vector<uint8_t> kv;            // [num_pages, page_size, 576], unused rows NaN
-  std::vector<int32_t> block_table;   // [batch, max_pages_per_seq], unused slots poisoned
-  std::vector<int32_t> kv_lens;       // [batch]
-  DecodeArgs args() const;            // inputs set; outputs and workspace left null
+  std::vector<uint8_t> q;            // [tokens, heads, 576] raw q_dtype elements
+  std::vector<uint8_t> kv;           // [num_pages, page_size, 576], unused rows NaN
+  std::vector<int32_t> block_table;  // [batch, max_pages_per_seq], unused slots poisoned
+  std::vector<int32_t> kv_lens;      // [batch]
+  DecodeArgs args() const;           // inputs set; outputs and workspace left null
 };
 HostCase generate_host_case(const CaseSpec& spec);
 

@@ -27,9 +27,9 @@ bool have_gpu(std::string* why) {
   }
 }
 
-#define REQUIRE_GPU()                      \
-  do {                                     \
-    std::string why;                       \
+#define REQUIRE_GPU()                         \
+  do {                                        \
+    std::string why;                          \
     if (!have_gpu(&why)) GTEST_SKIP() << why; \
   } while (0)
 
@@ -120,7 +120,8 @@ TEST(HipGateTest, DeviceComparisonMatchesTheHost) {
       SCOPED_TRACE("checked row " + std::to_string(k));
       // The GPU reference is fp32, the host one float64: metrics agree to rounding.
       EXPECT_NEAR(g.rows[k].max_abs, h.rows[k].max_abs, 2e-3 + 1e-3 * h.rows[k].max_abs);
-      EXPECT_NEAR(g.rows[k].worst_ratio, h.rows[k].worst_ratio, 0.02 + 0.01 * h.rows[k].worst_ratio);
+      EXPECT_NEAR(g.rows[k].worst_ratio, h.rows[k].worst_ratio,
+                  0.02 + 0.01 * h.rows[k].worst_ratio);
       EXPECT_NEAR(g.rows[k].cosine, h.rows[k].cosine, 1e-5);
       EXPECT_NEAR(g.rows[k].lse_err, h.rows[k].lse_err, 1e-3);
       if (h.rows[k].worst_ratio > 10) {
@@ -157,8 +158,8 @@ TEST(HipGateTest, FirstDifferenceFindsTheFirstDifferingByte) {
   for (size_t i = 0; i < n; ++i) a[i] = static_cast<uint8_t>(i * 131 + 7);
   DeviceBuffer da(m, n), db(m, n);
   m.copy_to_device(da.data(), a.data(), n);
-  for (int64_t where : {int64_t{-1}, int64_t{0}, int64_t{1}, int64_t{4097}, int64_t{n - 4},
-                        int64_t{n - 1}}) {
+  for (int64_t where :
+       {int64_t{-1}, int64_t{0}, int64_t{1}, int64_t{4097}, int64_t{n - 4}, int64_t{n - 1}}) {
     std::vector<uint8_t> b = a;
     if (where >= 0) b[static_cast<size_t>(where)] ^= 0x10;
     if (where >= 0 && where + 100 < static_cast<int64_t>(n)) b[where + 100] ^= 1;  // a later one
@@ -180,12 +181,11 @@ TEST(HipGateTest, LargeCaseIsGeneratedInPlaceQuickly) {
   v.full_check_rows = 4096;
   v.sampled_sequences = 2;
   v.sampled_rows = 128;
-  const ValidationCase c = make_validation_case(b, {256, 131072}, 1, InputPattern::kCausalTrap,
-                                                1.0 / 24.0, v);
+  const ValidationCase c =
+      make_validation_case(b, {256, 131072}, 1, InputPattern::kCausalTrap, 1.0 / 24.0, v);
   const auto t0 = std::chrono::steady_clock::now();
   auto dev = gate_backend(Backend::kHip).prepare(c.spec, c.checked_rows, 1);
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double gb = static_cast<double>(c.shape().kv_elems()) * 2 / 1e9;
   std::printf("large case: %.1f GB of KV, %zu checked rows, generated with reference in %.3f s\n",
               gb, c.checked_rows.size(), secs);
@@ -194,8 +194,8 @@ TEST(HipGateTest, LargeCaseIsGeneratedInPlaceQuickly) {
   // The block table holds only pool pages for used slots, poison beyond.
   MemorySpace& m = memory_space(Backend::kHip);
   const DecodeShape& s = c.shape();
-  std::vector<int32_t> table = fetch<int32_t>(m, dev->args().block_table,
-                                              static_cast<size_t>(s.block_table_elems()));
+  std::vector<int32_t> table =
+      fetch<int32_t>(m, dev->args().block_table, static_cast<size_t>(s.block_table_elems()));
   EXPECT_FALSE(validate_sequences(s, c.spec.kv_lens, table).has_value());
 }
 

@@ -70,8 +70,8 @@ TEST(MmaFp8KvTest, PassesTheGateEverywhereWithMargin) {
       }
     }
   }
-  std::printf("[ stats ] hip_mma_fp8kv_v1: %d trials, worst error %.3fx of the tolerance\n",
-              trials, worst);
+  std::printf("[ stats ] hip_mma_fp8kv_v1: %d trials, worst error %.3fx of the tolerance\n", trials,
+              worst);
   EXPECT_EQ(trials, 2 * 4 * 2 * 2 * 2 * 6 + 2 * 6);
   EXPECT_LT(worst, 0.6);
 }

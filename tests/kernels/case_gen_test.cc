@@ -1,6 +1,8 @@
 // The gate's input generator (mla_decode/case_gen.h, gate_backend.h): the shared fp8 encoders
 // agree with numformat's bit for bit, generated cases are deterministic, poisoned where nothing
 // may read, bounded for their fp8 scales, and adversarial the way each pattern promises.
+#include "mla_decode/case_gen.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 #include <random>
 #include <set>
 
-#include "mla_decode/case_gen.h"
 #include "mla_decode/gate_backend.h"
 #include "mla_decode/numformat.h"
 
@@ -19,15 +20,17 @@ namespace {
 uint32_t bits(float f) { return __builtin_bit_cast(uint32_t, f); }
 
 TEST(CaseGenFormats, SharedFp8EncodersMatchNumformat) {
-  std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 448.0f, 449.0f, 464.0f,
-                           240.0f, 247.0f, 248.0f, 1e-10f, -1e-10f, 0x1p-10f, 0x1p-11f, 0x3p-12f};
+  std::vector<float> xs = {0.0f,   -0.0f,   INFINITY, -INFINITY, NAN,     -NAN,
+                           448.0f, 449.0f,  464.0f,   240.0f,    247.0f,  248.0f,
+                           1e-10f, -1e-10f, 0x1p-10f, 0x1p-11f,  0x3p-12f};
   for (uint32_t b = 0; b < 0x10000; ++b) {  // every bf16, which includes every fp8 value
     xs.push_back(__builtin_bit_cast(float, b << 16));
     xs.push_back(__builtin_bit_cast(float, (b << 16) | 0x8000u));  // a half-way point of bf16
     xs.push_back(__builtin_bit_cast(float, (b << 16) | 0x7fffu));
   }
   std::mt19937 rng(7);
-  for (int i = 0; i < 200000; ++i) xs.push_back(__builtin_bit_cast(float, static_cast<uint32_t>(rng())));
+  for (int i = 0; i < 200000; ++i)
+    xs.push_back(__builtin_bit_cast(float, static_cast<uint32_t>(rng())));
   for (float x : xs) {
     ASSERT_EQ(gpu::float_to_e4m3fn(x), float_to_e4m3fn(x)) << x << " bits " << bits(x);
     ASSERT_EQ(gpu::float_to_e4m3fnuz(x), float_to_e4m3fnuz(x)) << x << " bits " << bits(x);
@@ -68,8 +71,8 @@ struct Built {
   HostCase host;
 };
 
-Built build(InputPattern p, DType q = DType::kBF16, DType kv = DType::kFP8E4M3FN,
-            int32_t qlen = 3, int32_t page = 16, uint64_t seed = 5) {
+Built build(InputPattern p, DType q = DType::kBF16, DType kv = DType::kFP8E4M3FN, int32_t qlen = 3,
+            int32_t page = 16, uint64_t seed = 5) {
   Built b;
   b.spec = make_case_spec(shape(q, kv, qlen, page, 3, 40), {40, qlen, 23}, seed, p);
   b.host = generate_host_case(b.spec);
@@ -84,8 +87,8 @@ double q_at(const Built& b, int64_t row, int d) {
 // Key j of sequence seq as dequantised floats.
 std::vector<double> key_at(const Built& b, int32_t seq, int32_t j) {
   const DecodeShape& s = b.spec.shape;
-  const int32_t page = b.host.block_table[static_cast<size_t>(seq) * s.max_pages_per_seq +
-                                          j / s.page_size];
+  const int32_t page =
+      b.host.block_table[static_cast<size_t>(seq) * s.max_pages_per_seq + j / s.page_size];
   const int64_t row = int64_t{page} * s.page_size + j % s.page_size;
   std::vector<double> k(kHeadDimQK);
   for (int d = 0; d < kHeadDimQK; ++d) {
@@ -235,8 +238,8 @@ TEST(CompareHost, ReportsFirstNonFiniteAndPerRowMetrics) {
   std::vector<float> lse(static_cast<size_t>(s.rows()), 1.0f);
   lse[5] = 2.25f;
   out[5 * kHeadDimV + 9] = float_to_bf16(0.75f);  // error 0.25 at dim 9 of row 5
-  OutputCheck c = compare_host(s, rows, ref.data(), ref_lse.data(), out.data(), lse.data(), 0.01,
-                               0.0);
+  OutputCheck c =
+      compare_host(s, rows, ref.data(), ref_lse.data(), out.data(), lse.data(), 0.01, 0.0);
   EXPECT_EQ(c.bad_out, -1);
   ASSERT_EQ(c.rows.size(), 2u);
   EXPECT_EQ(c.rows[0].worst_ratio, 0.0);

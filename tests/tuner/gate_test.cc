@@ -96,8 +96,7 @@ TEST(ValidationCases, LargePointsSampleRows) {
   EXPECT_LE(vc.checked_rows.size(), 17u);
   auto prepared = gate_backend(Backend::kHost).prepare(vc.spec, vc.checked_rows, 1);
   std::vector<uint16_t> zeros(static_cast<size_t>(vc.shape().out_elems()), 0);
-  EXPECT_EQ(prepared->check(zeros.data(), nullptr, 1e-3, 1e-2).rows.size(),
-            vc.checked_rows.size());
+  EXPECT_EQ(prepared->check(zeros.data(), nullptr, 1e-3, 1e-2).rows.size(), vc.checked_rows.size());
 }
 
 TEST_F(GateTest, ExactKernelPassesWithMargin) {

@@ -3,12 +3,13 @@
 // with every bucket tuned by a candidate that passed, and worker errors reach the caller with
 // their kind. CTest runs each test in its own process, so the fork happens before any host kernel
 // started threads here.
+#include "tuner/isolation.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 
-#include "tuner/isolation.h"
 #include "tuner/test_variants.h"
 
 namespace mlatune {
@@ -57,8 +58,8 @@ TEST_F(IsolationTest, CrashingAndHangingCandidatesAreRecordedAndTheRunFinishes) 
   const std::vector<Candidate> candidates = enumerate_candidates(config, registry_);
   IsolationSettings settings;
   settings.watchdog_s = 2;
-  const TuneSummary s = tune_isolated(config, candidates, registry_, path_,
-                                      TuningDb::Mode::kCreate, false, settings);
+  const TuneSummary s =
+      tune_isolated(config, candidates, registry_, path_, TuningDb::Mode::kCreate, false, settings);
   EXPECT_EQ(s.buckets, 2);
   EXPECT_EQ(s.tuned, 2);
   EXPECT_EQ(s.no_valid, 0);
@@ -93,8 +94,8 @@ TEST_F(IsolationTest, ResumesAnExistingDatabase) {
   const std::vector<Candidate> candidates = enumerate_candidates(only, exact_only);
   IsolationSettings settings;
   tune_isolated(only, candidates, exact_only, path_, TuningDb::Mode::kCreate, false, settings);
-  const TuneSummary again = tune_isolated(only, candidates, exact_only, path_,
-                                          TuningDb::Mode::kResume, false, settings);
+  const TuneSummary again =
+      tune_isolated(only, candidates, exact_only, path_, TuningDb::Mode::kResume, false, settings);
   EXPECT_EQ(again.skipped, 2);
   EXPECT_EQ(again.tuned, 0);
 }
@@ -104,17 +105,17 @@ TEST_F(IsolationTest, WorkerErrorsKeepTheirKind) {
   const std::vector<Candidate> candidates = enumerate_candidates(config, registry_);
   IsolationSettings settings;
   // Resuming a database that does not exist is a database error, raised in the worker.
-  EXPECT_THROW(tune_isolated(config, candidates, registry_, path_, TuningDb::Mode::kResume, false,
-                             settings),
-               DbError);
+  EXPECT_THROW(
+      tune_isolated(config, candidates, registry_, path_, TuningDb::Mode::kResume, false, settings),
+      DbError);
   EXPECT_FALSE(std::filesystem::exists(path_));
   // A GPU config on this build: a device error (the CLI's exit code 7), from the worker too.
 #if !defined(MLATUNE_WITH_HIP)
   TuneConfig gpu = config;
   gpu.backend = "hip";
-  EXPECT_THROW(tune_isolated(gpu, candidates, registry_, path_, TuningDb::Mode::kCreate, false,
-                             settings),
-               LaunchError);
+  EXPECT_THROW(
+      tune_isolated(gpu, candidates, registry_, path_, TuningDb::Mode::kCreate, false, settings),
+      LaunchError);
 #endif
 }
 

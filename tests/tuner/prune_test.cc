@@ -41,7 +41,8 @@ struct BucketRun {
   std::optional<TrialRecord> winner;
 };
 
-BucketRun tune_with(const std::string& prune, ScriptedKernel::Mode mid_mode = ScriptedKernel::Mode::kCorrect) {
+BucketRun tune_with(const std::string& prune,
+                    ScriptedKernel::Mode mid_mode = ScriptedKernel::Mode::kCorrect) {
   ScriptedKernel fast("fast_wrong", 1000, ScriptedKernel::Mode::kOneRowWrong);
   ScriptedKernel mid("mid_ok", 5000, mid_mode);
   ScriptedKernel slow("slow_ok", 30000, ScriptedKernel::Mode::kCorrect);

@@ -5,8 +5,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <memory>
 #include <stdexcept>

@@ -42,9 +42,9 @@ class VerifyTest : public ::testing::Test {
     std::filesystem::remove(path_);
     const TuneConfig config = parse_config(kConfig, "verify.yaml");
     auto candidates = enumerate_candidates(config, registry_);
-    auto db = TuningDb::open_for_tuning(path_, TuningDb::Mode::kCreate,
-                                        make_provenance(config, registry_),
-                                        variant_records(candidates));
+    auto db =
+        TuningDb::open_for_tuning(path_, TuningDb::Mode::kCreate,
+                                  make_provenance(config, registry_), variant_records(candidates));
     Progress quiet(stderr, false, 2);
     ASSERT_EQ(tune(config, candidates, *db, quiet).tuned, 2);
     db->finalize();

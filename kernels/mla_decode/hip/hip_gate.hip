@@ -11,8 +11,6 @@
 //   compare_rows     one workgroup per checked row: the RowCheck metrics, reduced in a fixed
 //                    order (deterministic), accumulated in double like the host comparison
 //   first_diff       the first differing byte of two buffers, by atomicMin
-#include "mla_decode/hip/hip_gate.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -21,6 +19,7 @@
 #include "mla_decode/case_gen.h"
 #include "mla_decode/hip/gpu_formats.h"
 #include "mla_decode/hip/hip_check.h"
+#include "mla_decode/hip/hip_gate.h"
 #include "mla_decode/hip/reference_gpu.h"
 #include "mla_decode/memory.h"
 
@@ -33,12 +32,11 @@ constexpr int kCompareThreads = 128;  // 4 output dims each
 constexpr uint64_t kNone = ~uint64_t{0};
 
 unsigned blocks_for(int64_t items, int per_block = kThreads) {
-  return static_cast<unsigned>(std::clamp<int64_t>((items + per_block - 1) / per_block, 1,
-                                                   kMaxBlocks));
+  return static_cast<unsigned>(
+      std::clamp<int64_t>((items + per_block - 1) / per_block, 1, kMaxBlocks));
 }
 
-__global__ void __launch_bounds__(kThreads)
-    generate_q(CaseGen g, void* q, int64_t elems) {
+__global__ void __launch_bounds__(kThreads) generate_q(CaseGen g, void* q, int64_t elems) {
   for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < elems;
        i += int64_t{gridDim.x} * kThreads) {
     const int64_t row = i / kHeadDimQK;
@@ -231,9 +229,8 @@ class HipPreparedCase final : public PreparedCase {
     m.fill(kv_.data(), casegen::poison_byte(s.kv_dtype), kv_.size());
     const dim3 kv_grid(blocks_for(s.max_kv_len, kGenRows),
                        static_cast<unsigned>(std::min<int32_t>(s.batch, 65535)));
-    generate_kv<<<kv_grid, kThreads, 0, nullptr>>>(g, kv_.data(),
-                                                   static_cast<const int32_t*>(table_.data()),
-                                                   lens, s.batch);
+    generate_kv<<<kv_grid, kThreads, 0, nullptr>>>(
+        g, kv_.data(), static_cast<const int32_t*>(table_.data()), lens, s.batch);
     hip_check_launch("generate_kv");
     if (n_rows_ > 0) {
       rows_ = upload(m, rows);
@@ -291,8 +288,8 @@ class HipPreparedCase final : public PreparedCase {
     m_.copy_to_host(rows.data(), results_.data(), rows.size() * sizeof(DeviceRowCheck));
     r.rows.resize(rows.size());
     for (size_t k = 0; k < rows.size(); ++k) {
-      r.rows[k] = RowCheck{rows[k].max_abs, rows[k].worst_ratio, rows[k].worst_dim,
-                           rows[k].cosine, rows[k].lse_err};
+      r.rows[k] = RowCheck{rows[k].max_abs, rows[k].worst_ratio, rows[k].worst_dim, rows[k].cosine,
+                           rows[k].lse_err};
     }
     return r;
   }
@@ -317,8 +314,8 @@ class HipGateBackend final : public GateBackend {
     auto* first = static_cast<unsigned long long*>(first_->data());
     m.fill(first, 0xff, sizeof(unsigned long long));
     first_diff<<<blocks_for(static_cast<int64_t>(bytes / 4) + 1), kThreads, 0, nullptr>>>(
-        static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b),
-        static_cast<int64_t>(bytes), first);
+        static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), static_cast<int64_t>(bytes),
+        first);
     hip_check_launch("first_diff");
     unsigned long long r = kNone;
     m.copy_to_host(&r, first, sizeof r);

@@ -48,8 +48,6 @@
 //
 // Deterministic: fixed reduction orders, no atomics. NVIDIA sm_89+ only (cvt e4m3x2); elsewhere
 // can_implement refuses and the kernel body is compiled out.
-#include "mla_decode/hip/mma_fp8kv.h"
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -60,6 +58,7 @@
 #include "mla_decode/hip/gpu_formats.h"
 #include "mla_decode/hip/hip_check.h"
 #include "mla_decode/hip/mma_common.h"
+#include "mla_decode/hip/mma_fp8kv.h"
 
 #if defined(MLATUNE_STANDALONE_CHECK)
 namespace mlatune::code_identity {
@@ -84,7 +83,7 @@ constexpr std::string_view kName = "hip_mma_fp8kv_v1";
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * kWarpLanes;
-constexpr int kRows = 16;                    // query rows per workgroup: one m-tile
+constexpr int kRows = 16;                        // query rows per workgroup: one m-tile
 constexpr int kStageRowBytes = kHeadDimQK + 16;  // 592
 constexpr int kQRowElems = kHeadDimQK + 8;       // bf16 per Q row in shared memory
 constexpr int kQRowBytes = kQRowElems * 2;       // 1168
@@ -104,10 +103,10 @@ struct Cfg {
   // The softmax_tile contract (mma_common.h).
   static constexpr int kMTiles = 1;
   static constexpr int kKSplit = kKGroups;
-  static constexpr int kSStride = KT + 4;  // floats
-  static constexpr int kPStride = KT + 8;  // f16
-  static constexpr int kRowThreads = kThreads / kRows;           // 16
-  static constexpr int kKeysPerThread = KT / kRowThreads;        // 2 or 4
+  static constexpr int kSStride = KT + 4;                  // floats
+  static constexpr int kPStride = KT + 8;                  // f16
+  static constexpr int kRowThreads = kThreads / kRows;     // 16
+  static constexpr int kKeysPerThread = KT / kRowThreads;  // 2 or 4
 
   static constexpr int kNTiles = KT / 8;
   static constexpr int kTilesPerWarp = kNTiles / kNGroups;  // 2 or 4 n-tiles of S per warp
@@ -274,8 +273,9 @@ __device__ __forceinline__ void load_q_scaled(const Params& p, int32_t b, int32_
 
 #if FP8KV_KERNEL
 // This warp's k-group of Q fragments (standard m16n8k16 A layout over the permuted rows).
-__device__ __forceinline__ void load_q_fragments(const uint8_t* q_s, uint32_t (&qf)[kStepsPerGroup][4],
-                                                 int kg, int lane) {
+__device__ __forceinline__ void load_q_fragments(const uint8_t* q_s,
+                                                 uint32_t (&qf)[kStepsPerGroup][4], int kg,
+                                                 int lane) {
   const uint32_t base = smem_u32(q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kQRowBytes +
                                  (lane >> 4) * 16 + kg * kStepsPerGroup * 32);
 #pragma unroll
@@ -291,9 +291,9 @@ __device__ __forceinline__ void qk_tile(const uint32_t (&qf)[kStepsPerGroup][4],
   const int n0 = (warp % kNGroups) * kT;
   float chain[C::kChains][kT][4] = {};
   // Lane l addresses row l % 8 of matrix l / 8: matrix j is n-tile n0 + j (x2: lanes 0-15).
-  const uint32_t k_addr = smem_u32(stage + ((n0 + ((lane >> 3) & (kT - 1))) * 8 + (lane & 7)) *
-                                               kStageRowBytes +
-                                   kg * kStepsPerGroup * 16);
+  const uint32_t k_addr =
+      smem_u32(stage + ((n0 + ((lane >> 3) & (kT - 1))) * 8 + (lane & 7)) * kStageRowBytes +
+               kg * kStepsPerGroup * 16);
 #pragma unroll
   for (int s = 0; s < kStepsPerGroup; ++s) {
     uint32_t k8[kT];
@@ -346,9 +346,8 @@ __device__ __forceinline__ void pv_tile(const uint16_t* p_s, const uint8_t* stag
       smem_u32(reinterpret_cast<const uint8_t*>(p_s) +
                ((lane & 7) + ((lane >> 3) & 1) * 8) * kPRowBytes + (lane >> 4) * 16);
   // Matrices: keys 0-7 / 8-15 of the k-step at bytes d..d+15, then the same at d+16..d+31.
-  const uint32_t v_addr =
-      smem_u32(stage + ((lane & 7) + ((lane >> 3) & 1) * 8) * kStageRowBytes +
-               warp * kDimsPerWarp + (lane >> 4) * 16);
+  const uint32_t v_addr = smem_u32(stage + ((lane & 7) + ((lane >> 3) & 1) * 8) * kStageRowBytes +
+                                   warp * kDimsPerWarp + (lane >> 4) * 16);
 #pragma unroll
   for (int kk = 0; kk < C::kNTiles / 2; ++kk) {
     uint32_t a[4];
@@ -361,7 +360,7 @@ __device__ __forceinline__ void pv_tile(const uint16_t* p_s, const uint8_t* stag
       // Bytes [x0, x1, x2, x3] = (key 2t: dim 2g, 2g+1), (key 2t+1: dim 2g, 2g+1).
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const uint32_t lo = __byte_perm(v[2 * h], 0u, 0x3120);      // even pair | odd pair
+        const uint32_t lo = __byte_perm(v[2 * h], 0u, 0x3120);  // even pair | odd pair
         const uint32_t hi = __byte_perm(v[2 * h + 1], 0u, 0x3120);
         const int blk = 2 * bp + h;
         mma_f16(o[2 * blk], a, e4m3fnx2_to_f16x2(lo & 0xffffu), e4m3fnx2_to_f16x2(hi & 0xffffu));
@@ -432,7 +431,8 @@ __global__ void FP8KV_BOUNDS fp8kv_kernel(const Params p) {
     constexpr int kS = C::kStages;
 #pragma unroll
     for (int st = 0; st < kS - 1; ++st) {
-      if (st < n_tiles) load_tile<KT>(p, page_of(st), lo + st * KT, stage_s + st * C::kStageBytes, tid);
+      if (st < n_tiles)
+        load_tile<KT>(p, page_of(st), lo + st * KT, stage_s + st * C::kStageBytes, tid);
       async_commit();
     }
     int32_t next_page = page_of(kS - 1);  // the page of the first tile the loop loads
@@ -469,8 +469,8 @@ __global__ void FP8KV_BOUNDS fp8kv_kernel(const Params p) {
       const uint8_t* tile = stage_s + buf * C::kStageBytes;
       qk_tile<C>(qf, tile, s_s, warp, lane);
       __syncthreads();
-      softmax_tile<C, true>(s_s, p_s, alpha_s, row_scale_log2, lo + t * KT, key_end, srl, ssub,
-                            m, l, lb);
+      softmax_tile<C, true>(s_s, p_s, alpha_s, row_scale_log2, lo + t * KT, key_end, srl, ssub, m,
+                            l, lb);
       __syncthreads();
       pv_tile<C>(p_s, tile, alpha_s, o, warp, lane);
       buf = buf + 1 == kS ? 0 : buf + 1;
@@ -502,8 +502,7 @@ __global__ void FP8KV_BOUNDS fp8kv_kernel(const Params p) {
       const float* e = o[2 * blk];
       const float* od = o[2 * blk + 1];
       const int dim = warp * kDimsPerWarp + blk * 16 + 4 * t4;
-      const float v0 = e[2 * half], v1 = od[2 * half], v2 = e[2 * half + 1],
-                  v3 = od[2 * half + 1];
+      const float v0 = e[2 * half], v1 = od[2 * half], v2 = e[2 * half + 1], v3 = od[2 * half + 1];
       if (direct) {
         const float sc = inv * p.kv_scale;
         *reinterpret_cast<uint2*>(p.out + (int64_t{b} * p.rows + r) * kHeadDimV + dim) =

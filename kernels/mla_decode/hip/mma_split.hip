@@ -64,8 +64,6 @@
 // exactly the fragment elements the NVIDIA lane would own) and synchronous loads. It fits the
 // 64 KB LDS only at kv_tile 32, block_rows 16; can_implement refuses the rest there. MFMA is
 // future work.
-#include "mla_decode/hip/mma_split.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -77,6 +75,7 @@
 #include "mla_decode/hip/gpu_formats.h"
 #include "mla_decode/hip/hip_check.h"
 #include "mla_decode/hip/mma_common.h"
+#include "mla_decode/hip/mma_split.h"
 
 #if defined(MLATUNE_STANDALONE_CHECK)
 // Compile checks outside CMake, which generates the real identity header.
@@ -205,7 +204,6 @@ struct Params {
   float kv_scale;
 };
 
-
 // Byte offset of key j's row in the KV pool. j < L <= kMaxKvLen fits int32; the row index does
 // not (pools of 2^31 pages), hence the 64-bit product.
 __device__ __forceinline__ int64_t kv_row_bytes(const Params& p, const int32_t* pages, int32_t j,
@@ -330,7 +328,8 @@ __device__ __forceinline__ void load_q_rows(const Params& p, int32_t b, int32_t 
   }
 }
 
-// ---- Scalar stand-ins for the tensor-core primitives (mma_common.h) ------------------------------
+// ---- Scalar stand-ins for the tensor-core primitives (mma_common.h)
+// ------------------------------
 
 #if !MLATUNE_MMA_TENSOR_CORES
 __device__ __forceinline__ float smem_bf16(const uint8_t* base, int row_bytes, int row, int col) {

@@ -12,8 +12,6 @@
 // used pages nor KV rows past L are ever read. Offsets are 64-bit throughout.
 //
 // This file deliberately shares nothing with the variants but gpu_formats.h (exact decoders).
-#include "mla_decode/hip/reference_gpu.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -21,6 +19,7 @@
 #include "gpu/hip_compat.h"
 #include "mla_decode/hip/gpu_formats.h"
 #include "mla_decode/hip/hip_check.h"
+#include "mla_decode/hip/reference_gpu.h"
 #include "mla_decode/variant.h"
 
 namespace mlatune {
