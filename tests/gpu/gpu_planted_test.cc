@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mla_decode/hip/mma_split.h"
+#include "gpu/gpu_test_problem.h"
 #include "mla_decode/memory.h"
 #include "runtime/winner_table.h"
 #include "tuner/gate.h"
@@ -53,16 +54,6 @@ class PlantedGpuVariant final : public Variant {
   static const Variant& base() { return hip_mma_split_variant(); }
 };
 
-bool have_gpu(std::string* why) {
-  try {
-    memory_space(Backend::kHip).synchronize();
-    return true;
-  } catch (const std::exception& e) {
-    *why = e.what();
-    return false;
-  }
-}
-
 const char* kConfig = R"(
 name: gpu-planted
 backend: hip
@@ -85,8 +76,8 @@ params:
 )";
 
 TEST(GpuPlantedTest, SeedFailureIsRejectedOnTheDeviceAndNeverWins) {
-  std::string why;
-  if (!have_gpu(&why)) GTEST_SKIP() << why;
+  MLATUNE_REQUIRE_GPU(m);
+  (void)m;
   PlantedGpuVariant planted;
   Registry registry = builtin_registry();
   registry.add_borrowed(&planted);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "gpu/gpu_test_problem.h"
 #include "mla_decode/gate_backend.h"
 #include "mla_decode/memory.h"
 #include "mla_decode/numformat.h"
@@ -17,21 +18,6 @@
 namespace mlatune {
 namespace {
 
-bool have_gpu(std::string* why) {
-  try {
-    memory_space(Backend::kHip).synchronize();
-    return true;
-  } catch (const std::exception& e) {
-    *why = e.what();
-    return false;
-  }
-}
-
-#define REQUIRE_GPU()                         \
-  do {                                        \
-    std::string why;                          \
-    if (!have_gpu(&why)) GTEST_SKIP() << why; \
-  } while (0)
 
 ValidationCase small_case(DType q, DType kv, int32_t qlen, int32_t page, InputPattern pattern,
                           int32_t batch = 3, int32_t max_kv = 300) {
@@ -53,8 +39,7 @@ std::vector<T> fetch(MemorySpace& m, const void* src, size_t n) {
 }
 
 TEST(HipGateTest, DeviceCasesAreTheHostBytes) {
-  REQUIRE_GPU();
-  MemorySpace& m = memory_space(Backend::kHip);
+  MLATUNE_REQUIRE_GPU(m);
   int checked = 0;
   for (DType q : {DType::kBF16, DType::kFP8E4M3FN}) {
     for (DType kv : {DType::kBF16, DType::kFP8E4M3FN, DType::kFP8E4M3FNUZ}) {
@@ -90,8 +75,7 @@ std::vector<uint16_t> rounded_reference(const ValidationCase& c) {
 }
 
 TEST(HipGateTest, DeviceComparisonMatchesTheHost) {
-  REQUIRE_GPU();
-  MemorySpace& m = memory_space(Backend::kHip);
+  MLATUNE_REQUIRE_GPU(m);
   for (InputPattern pat : {InputPattern::kRandom, InputPattern::kWideRange}) {
     const ValidationCase c =
         small_case(DType::kBF16, DType::kFP8E4M3FN, 2, 16, pat, /*batch=*/4, /*max_kv=*/200);
@@ -151,8 +135,7 @@ TEST(HipGateTest, DeviceComparisonMatchesTheHost) {
 }
 
 TEST(HipGateTest, FirstDifferenceFindsTheFirstDifferingByte) {
-  REQUIRE_GPU();
-  MemorySpace& m = memory_space(Backend::kHip);
+  MLATUNE_REQUIRE_GPU(m);
   const size_t n = 1 << 20 | 3;  // not a multiple of 4: the tail is checked too
   std::vector<uint8_t> a(n);
   for (size_t i = 0; i < n; ++i) a[i] = static_cast<uint8_t>(i * 131 + 7);
@@ -170,7 +153,7 @@ TEST(HipGateTest, FirstDifferenceFindsTheFirstDifferingByte) {
 }
 
 TEST(HipGateTest, LargeCaseIsGeneratedInPlaceQuickly) {
-  REQUIRE_GPU();
+  MLATUNE_REQUIRE_GPU(m);
   BucketKey b;
   b.key = {16, 4, DType::kBF16, DType::kBF16, 64, false};
   b.batch_lo = 65;
@@ -192,7 +175,6 @@ TEST(HipGateTest, LargeCaseIsGeneratedInPlaceQuickly) {
   EXPECT_GT(gb, 5.0);
   EXPECT_GE(c.checked_rows.size(), 2 * 64u);  // two whole sequences of 64 rows at least
   // The block table holds only pool pages for used slots, poison beyond.
-  MemorySpace& m = memory_space(Backend::kHip);
   const DecodeShape& s = c.shape();
   std::vector<int32_t> table =
       fetch<int32_t>(m, dev->args().block_table, static_cast<size_t>(s.block_table_elems()));

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 
+#include "gpu/gpu_test_problem.h"
 #include "mla_decode/memory.h"
 #include "tuner/gate.h"
 
@@ -17,16 +18,6 @@ namespace mlatune {
 namespace {
 
 const Variant& variant() { return hip_mma_fp8kv_variant(); }
-
-bool have_gpu(std::string* why) {
-  try {
-    memory_space(Backend::kHip).synchronize();
-    return true;
-  } catch (const std::exception& e) {
-    *why = e.what();
-    return false;
-  }
-}
 
 const char* kConfig = R"(
 backend: hip
@@ -52,8 +43,8 @@ validation: {seeds: 1, repeats: 2, interior_points: 1}
 )";
 
 TEST(MmaFp8KvTest, PassesTheGateEverywhereWithMargin) {
-  std::string why;
-  if (!have_gpu(&why)) GTEST_SKIP() << why;
+  MLATUNE_REQUIRE_GPU(m);
+  (void)m;
   const TuneConfig config = parse_config(kConfig, "mma_fp8kv_test.yaml");
   double worst = 0;
   int trials = 0;
