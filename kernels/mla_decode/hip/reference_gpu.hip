@@ -1,4 +1,5 @@
-// The GPU fp32 reference: one workgroup per (token, head) row, a textbook two-pass softmax.
+// The GPU reference: one workgroup per (token, head) row, a textbook two-pass softmax; fp32
+// scores and probabilities, their sums and the P.V accumulation in double.
 //
 //   pass A: every wave takes keys round-robin, computes q.k with its lanes splitting the 576 dims
 //           and a butterfly sum, and keeps the running maximum; a block reduction gives m.
@@ -111,9 +112,12 @@ __global__ __launch_bounds__(kThreads) void reference_kernel(RefParams p) {
     m = max_s[0];
     for (int w = 1; w < kWaves; ++w) m = fmaxf(m, max_s[w]);
 
-    // Pass B: sum of exp(s - m) and the P.V accumulation, chunk by chunk.
-    float acc[kDimsPerThread] = {};
-    float l = 0.0f;
+    // Pass B: sum of exp(s - m) and the P.V accumulation, chunk by chunk, in double: an fp32
+    // running sum over 128k keys drifts by ~1e-3 relative (an LSE error of ~8e-4 was measured at
+    // 131072 keys, beyond the kernels' own error), and a reference must not be the least accurate
+    // party.
+    double acc[kDimsPerThread] = {};
+    double l = 0.0;
     for (int64_t c0 = 0; c0 < visible; c0 += kChunk) {
       const int n = static_cast<int>(visible - c0 < kChunk ? visible - c0 : kChunk);
       __syncthreads();  // the previous chunk's readers are done with p_s / off_s
@@ -127,7 +131,7 @@ __global__ __launch_bounds__(kThreads) void reference_kernel(RefParams p) {
       }
       __syncthreads();
       for (int c = 0; c < n; ++c) {
-        const float pc = p_s[c];
+        const double pc = p_s[c];
         l += pc;
 #pragma unroll
         for (int k = 0; k < kDimsPerThread; ++k) {
@@ -139,11 +143,15 @@ __global__ __launch_bounds__(kThreads) void reference_kernel(RefParams p) {
     // l == 0 only when no key is visible (the largest score contributes exp(0) = 1 otherwise); a
     // NaN l (NaN in the data) is kept and propagates, so that it cannot pass as an empty row.
     float* out = p.out + slot * kHeadDimV;
-    const bool empty = l == 0.0f;
-    const float f = empty ? 0.0f : p.kv_scale / l;
+    const bool empty = l == 0.0;
+    const double f = empty ? 0.0 : p.kv_scale / l;
 #pragma unroll
-    for (int k = 0; k < kDimsPerThread; ++k) out[tid + k * kThreads] = acc[k] * f;
-    if (tid == 0) p.lse[slot] = empty ? -__builtin_huge_valf() : m + logf(l);
+    for (int k = 0; k < kDimsPerThread; ++k) {
+      out[tid + k * kThreads] = static_cast<float>(acc[k] * f);
+    }
+    if (tid == 0) {
+      p.lse[slot] = empty ? -__builtin_huge_valf() : static_cast<float>(m + log(l));
+    }
   }
 }
 
