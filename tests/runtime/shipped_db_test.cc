@@ -61,6 +61,19 @@ TEST(ShippedDbTest, DeepseekIsForeignOnThisMachine) {
 #endif
 }
 
+TEST(ShippedDbTest, DeepseekWinnersAreCurrentInAnNvidiaBuild) {
+#if !defined(MLATUNE_WITH_HIP)
+  GTEST_SKIP() << "needs the GPU kernels the database was tuned with";
+#else
+  // A kernel edit (or other GPU compile flags) makes winners stale: retune, then ship again.
+  OpenOptions options;
+  options.allow_foreign_device = true;  // this test checks the code, not the device
+  auto table = WinnerTable::open(kDeepseek, options);
+  EXPECT_EQ(table->stats().stale, 0);
+  EXPECT_EQ(table->stats().usable, 480 - kWithoutWinner);
+#endif
+}
+
 TEST(ShippedDbTest, DeepseekWinnersAreStaleWithoutTheGpuKernels) {
 #if defined(MLATUNE_WITH_HIP)
   GTEST_SKIP() << "GPU builds link the GPU kernels";
