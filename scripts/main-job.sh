@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: install what is missing, build, tune configs/host-smoke.yaml on this machine's CPU
-# into out/host-smoke.db (rewritten on every run), show its winners, answer a lookup, and show a
-# lookup being refused.
+# into out/host-smoke.db (rewritten on every run), show its winners, verify them, answer a lookup,
+# and show a lookup being refused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -14,6 +14,9 @@ rm -f "$db" "$db-wal" "$db-shm"
 "$mlatune" tune --config configs/host-smoke.yaml --db "$db"
 echo
 "$mlatune" show --db "$db"
+echo
+echo "== every winner re-validated from the config stored in the database:"
+"$mlatune" verify --db "$db" | tail -1
 echo
 echo "== a tuned shape:"
 "$mlatune" lookup --db "$db" --heads 16 --qlen 2 --q-dtype fp8_e4m3fn --kv-dtype fp8_e4m3fn \
