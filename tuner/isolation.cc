@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
-#include <set>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
