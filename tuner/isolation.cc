@@ -10,8 +10,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <optional>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
