@@ -1,21 +1,27 @@
 // GPU decode throughput against the device's own copy bandwidth, measured in the same run
 // (design.md §5, issue 3's acceptance shapes).
 //
-//   mlatune_bench_gpu_decode [--db=FILE] [Google Benchmark flags]
+//   mlatune_bench_gpu_decode [--db=FILE] [--shape=TEXT] [--variant=NAME] [--params=TEXT]
+//                            [--list-sweep]
+//                            [Google Benchmark flags]
 //
 // For each shape the kernel is the winner the tuned database FILE holds for it (looked up through
 // the runtime, exactly as a serving stack would); for a shape the database does not cover, or
 // without --db, every GPU variant x launch parameter set that can implement it is swept (median
 // of device-event samples, L2 flushed before each) and the fastest taken, which the label says.
 // The kernel is then timed under Google Benchmark with manual time and reported with achieved
-// GB/s (KV bytes read / time), TFLOP/s and its fraction of copy bandwidth. This program does not
-// validate (the tuner and `mlatune verify` do).
+// GB/s (KV bytes read / time), TFLOP/s and its fraction of copy bandwidth. --shape keeps the shapes
+// whose label contains TEXT, --variant restricts the sweep to one variant,
+// --params to the launch parameters whose text ("splits=4 tile=64 ...") contains TEXT, and
+// --list-sweep prints every swept candidate's median (kernel work). This program does not validate
+// (the tuner and `mlatune verify` do).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,14 +39,15 @@ constexpr size_t kFlushBytes = size_t{256} << 20;  // > 60 MB L2 of an H200
 struct Shape {
   const char* label;
   int32_t heads, qlen, batch, kv_len;
-  DType kv_dtype;
+  DType q_dtype, kv_dtype;
 };
 
 const Shape kShapes[] = {
-    {"h16_q1_b64_kv8192_bf16", 16, 1, 64, 8192, DType::kBF16},
-    {"h16_q1_b64_kv8192_fp8", 16, 1, 64, 8192, DType::kFP8E4M3FN},
-    {"h16_q4_b64_kv8192_bf16", 16, 4, 64, 8192, DType::kBF16},
-    {"h128_q1_b64_kv4096_bf16", 128, 1, 64, 4096, DType::kBF16},
+    {"h16_q1_b64_kv8192_bf16", 16, 1, 64, 8192, DType::kBF16, DType::kBF16},
+    {"h16_q1_b64_kv8192_fp8", 16, 1, 64, 8192, DType::kBF16, DType::kFP8E4M3FN},
+    {"h16_q1_b64_kv8192_fp8q_fp8", 16, 1, 64, 8192, DType::kFP8E4M3FN, DType::kFP8E4M3FN},
+    {"h16_q4_b64_kv8192_bf16", 16, 4, 64, 8192, DType::kBF16, DType::kBF16},
+    {"h128_q1_b64_kv4096_bf16", 128, 1, 64, 4096, DType::kBF16, DType::kBF16},
 };
 
 double median_seconds(MemorySpace& m, const std::function<void()>& work, int samples) {
@@ -70,12 +77,20 @@ struct Prepared {
 std::vector<std::unique_ptr<Prepared>> g_prepared;
 double g_copy_gbps = 0;
 
+struct Options {
+  std::string db_path;
+  std::string shape_filter;  // substring of the labels to keep; empty: all
+  std::string variant;       // the only variant swept; empty: all GPU variants
+  std::string params;        // substring of LaunchParams::to_string() to keep; empty: all
+  bool list_sweep = false;
+};
+
 // The database's winner for the shape, or false when it has none (the reason is printed).
 bool winner_from_db(const WinnerTable& table, const Registry& registry, const Shape& sh,
                     Prepared& p) {
   const mlatune_decode_key key{sh.heads,
                                sh.qlen,
-                               static_cast<int32_t>(DType::kBF16),
+                               static_cast<int32_t>(sh.q_dtype),
                                static_cast<int32_t>(sh.kv_dtype),
                                64,
                                0,
@@ -94,7 +109,8 @@ bool winner_from_db(const WinnerTable& table, const Registry& registry, const Sh
   return p.variant != nullptr;
 }
 
-void prepare(MemorySpace& m, const Registry& registry, const WinnerTable* table) {
+void prepare(MemorySpace& m, const Registry& registry, const WinnerTable* table,
+             const Options& opt) {
   // Copy bandwidth: read + write bytes of a 2 GiB device-to-device copy.
   const size_t copy_bytes = size_t{2} << 30;
   DeviceBuffer a(m, copy_bytes), b(m, copy_bytes);
@@ -105,10 +121,11 @@ void prepare(MemorySpace& m, const Registry& registry, const WinnerTable* table)
   std::printf("device copy bandwidth (read + write): %.0f GB/s\n", g_copy_gbps);
 
   for (const Shape& sh : kShapes) {
+    if (std::string(sh.label).find(opt.shape_filter) == std::string::npos) continue;
     auto p = std::make_unique<Prepared>();
     p->shape = sh;
     BucketKey bucket;
-    bucket.key = {sh.heads, sh.qlen, DType::kBF16, sh.kv_dtype, 64, false};
+    bucket.key = {sh.heads, sh.qlen, sh.q_dtype, sh.kv_dtype, 64, false};
     bucket.batch_lo = bucket.batch_hi = sh.batch;
     bucket.kv_lo = bucket.kv_hi = sh.kv_len;
     const ValidationCase tc = make_timing_case(bucket, 1.0 / 24.0);  // every sequence at kv_len
@@ -122,8 +139,10 @@ void prepare(MemorySpace& m, const Registry& registry, const WinnerTable* table)
       p->source = "sweep";
       for (const Variant* v : registry.all()) {
         if (v->backend() != Backend::kHip) continue;
+        if (!opt.variant.empty() && v->name() != opt.variant) continue;
         for (const LaunchParams& lp : v->param_space().enumerate()) {
           if (!v->can_implement(s, lp).ok) continue;
+          if (lp.to_string().find(opt.params) == std::string::npos) continue;
           DeviceBuffer ws(m, v->workspace_bytes(s, lp));
           DecodeArgs args = p->input->args();
           args.out = static_cast<uint16_t*>(p->out.data());
@@ -133,6 +152,10 @@ void prepare(MemorySpace& m, const Registry& registry, const WinnerTable* table)
           m.synchronize();
           double t = median_seconds(
               m, [&] { v->run(s, lp, args); }, 7);
+          if (opt.list_sweep) {
+            std::printf("  sweep %-26s %-18s %-28s %8.1f us\n", sh.label,
+                        std::string(v->name()).c_str(), lp.to_string().c_str(), t * 1e6);
+          }
           if (t < best) {
             best = t;
             p->variant = v;
@@ -141,6 +164,7 @@ void prepare(MemorySpace& m, const Registry& registry, const WinnerTable* table)
         }
       }
     }
+    if (!p->variant) throw std::runtime_error(std::string(sh.label) + ": no variant implements it");
     p->ws = DeviceBuffer(m, p->variant->workspace_bytes(s, p->params));
     std::printf("%-26s %s %s (%s)\n", sh.label, std::string(p->variant->name()).c_str(),
                 p->params.to_string().c_str(), p->source.c_str());
@@ -178,13 +202,24 @@ void BM_Decode(benchmark::State& state, Prepared* p) {
 int main(int argc, char** argv) {
   using namespace mlatune;
   benchmark::Initialize(&argc, argv);
-  std::string db_path;
+  Options opt;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--db=", 0) == 0) {
-      db_path = arg.substr(5);
+      opt.db_path = arg.substr(5);
+    } else if (arg.rfind("--shape=", 0) == 0) {
+      opt.shape_filter = arg.substr(8);
+    } else if (arg.rfind("--variant=", 0) == 0) {
+      opt.variant = arg.substr(10);
+    } else if (arg.rfind("--params=", 0) == 0) {
+      opt.params = arg.substr(9);
+    } else if (arg == "--list-sweep") {
+      opt.list_sweep = true;
     } else {
-      std::fprintf(stderr, "gpu_decode_bench: unknown argument '%s' (use --db=FILE)\n", argv[i]);
+      std::fprintf(stderr,
+                   "gpu_decode_bench: unknown argument '%s' (use --db=FILE, --shape=TEXT, "
+                   "--variant=NAME, --params=TEXT, --list-sweep)\n",
+                   argv[i]);
       return 2;
     }
   }
@@ -198,18 +233,23 @@ int main(int argc, char** argv) {
   }
   Registry registry = builtin_registry();
   std::unique_ptr<WinnerTable> table;
-  if (!db_path.empty()) {
+  if (!opt.variant.empty() && registry.find(opt.variant) == nullptr) {
+    std::fprintf(stderr, "gpu_decode_bench: --variant=%s: no such variant in this build\n",
+                 opt.variant.c_str());
+    return 2;
+  }
+  if (!opt.db_path.empty()) {
     try {
       OpenOptions options;
       options.registry = &registry;
-      table = WinnerTable::open(db_path, options);
+      table = WinnerTable::open(opt.db_path, options);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "gpu_decode_bench: %s\n", e.what());
       return 1;
     }
   }
   try {
-    prepare(*m, registry, table.get());
+    prepare(*m, registry, table.get(), opt);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_decode_bench: %s\n", e.what());
     return 1;

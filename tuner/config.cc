@@ -473,7 +473,7 @@ ValidationSettings read_validation(const Ctx& ctx, const Item& item) {
 TimingSettings read_timing(const Ctx& ctx, const Item& item) {
   const MapFields m(ctx, item,
                     {"warmup", "samples", "cold_cache", "flush_bytes", "tie_fraction",
-                     "candidate_timeout_s", "prune_factor", "prune_samples"});
+                     "candidate_timeout_s", "prune_factor", "prune_samples", "top_corner"});
   TimingSettings t;
   read_int_field(ctx, m, "warmup", 0, 1000, &t.warmup);
   read_int_field(ctx, m, "samples", 3, 100000, &t.samples);
@@ -485,6 +485,7 @@ TimingSettings read_timing(const Ctx& ctx, const Item& item) {
     t.prune_factor = read_real(ctx, *v, {1, false, 1000, false});
   }
   read_int_field(ctx, m, "prune_samples", 1, 1000, &t.prune_samples);
+  if (const Item* v = m.get("top_corner")) t.top_corner = read_bool(ctx, *v);
   return t;
 }
 

@@ -70,6 +70,11 @@ struct TimingSettings {
   // than prune_factor x the fastest one that passed are recorded as pruned, never validated.
   double prune_factor = 0;
   int32_t prune_samples = 3;
+  // Time passed candidates also at the bucket's largest point (batch_hi, kv_hi), not only at its
+  // midpoint; a trial's time is then the geometric mean of the two medians, so that the winner
+  // is the launch shape that is best across the bucket rather than at its centre (pre-timing uses
+  // the midpoint only).
+  bool top_corner = false;
 };
 
 struct TuneConfig {

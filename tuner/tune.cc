@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <map>
@@ -129,15 +130,33 @@ std::vector<VariantRecord> variant_records(const std::vector<Candidate>& candida
 
 namespace {
 
-// Times a validated candidate on the bucket's timing input; a failure becomes its disposition.
-void time_passed(const Candidate& c, const PreparedCase& input, const std::string& label,
-                 const TimingSettings& settings, TrialRecord& t) {
+// Times a validated candidate on each of the bucket's timing inputs (midpoint first); a failure
+// becomes its disposition. With several points the recorded median is the geometric mean of the
+// points' medians and the spread that mean times the largest relative spread of a point.
+void time_passed(const Candidate& c, const std::vector<const PreparedCase*>& inputs,
+                 const std::vector<ValidationCase>& cases, const TimingSettings& settings,
+                 TrialRecord& t) {
   try {
-    TimingResult r = time_candidate(*c.variant, c.params, input, label, settings);
-    t.time_median_us = r.median_us;
-    t.time_spread_us = r.iqr_us;
-    t.time_samples = r.samples;
-    t.timing_method = r.method;
+    double log_sum = 0, worst_rel_spread = 0;
+    int32_t samples = 0;
+    std::string method, points;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const TimingResult r =
+          time_candidate(*c.variant, c.params, *inputs[i], cases[i].label, settings);
+      log_sum += std::log(r.median_us);
+      worst_rel_spread = std::max(worst_rel_spread, r.iqr_us / r.median_us);
+      samples += r.samples;
+      if (i == 0) method = r.method;
+      points += (i ? ", " : "") + cases[i].label + ": " + format_us(r.median_us);
+    }
+    const double median = std::exp(log_sum / static_cast<double>(inputs.size()));
+    t.time_median_us = median;
+    t.time_spread_us = median * worst_rel_spread;
+    t.time_samples = samples;
+    t.timing_method = inputs.size() == 1
+                          ? method
+                          : method + "; geometric mean of the medians at " +
+                                std::to_string(inputs.size()) + " points (" + points + ")";
   } catch (const std::exception& e) {
     t.disposition = Disposition::kLaunchError;
     t.reason = std::string("failed while timing: ") + e.what();
@@ -160,13 +179,23 @@ std::vector<TrialRecord> run_bucket(size_t bucket_index, const BucketKey& b,
                                     const std::vector<Candidate>& candidates,
                                     const TuneHooks& hooks, Progress& progress) {
   BucketValidator validator(b, config, hardware_workers());
-  const ValidationCase timing_case = make_timing_case(b, config.sm_scale);
+  const std::vector<ValidationCase> timing_cases =
+      make_timing_cases(b, config.sm_scale, config.timing.top_corner);
+  const ValidationCase& timing_case = timing_cases.front();  // the midpoint: pre-timing
   // The timing inputs in each backend's memory, made once for all of the bucket's candidates.
-  std::map<Backend, std::unique_ptr<PreparedCase>> timing_inputs;
-  auto timing_input = [&](Backend backend) -> const PreparedCase& {
-    std::unique_ptr<PreparedCase>& p = timing_inputs[backend];
-    if (!p) p = gate_backend(backend).prepare(timing_case.spec, {}, hardware_workers());
+  std::map<std::pair<Backend, size_t>, std::unique_ptr<PreparedCase>> prepared_timing;
+  auto timing_point = [&](Backend backend, size_t i) -> const PreparedCase& {
+    std::unique_ptr<PreparedCase>& p = prepared_timing[{backend, i}];
+    if (!p) p = gate_backend(backend).prepare(timing_cases[i].spec, {}, hardware_workers());
     return *p;
+  };
+  auto timing_input = [&](Backend backend) -> const PreparedCase& {
+    return timing_point(backend, 0);
+  };
+  auto timing_inputs = [&](Backend backend) {
+    std::vector<const PreparedCase*> out;
+    for (size_t i = 0; i < timing_cases.size(); ++i) out.push_back(&timing_point(backend, i));
+    return out;
   };
   std::vector<std::optional<TrialRecord>> trials(candidates.size());
   size_t done = 0;
@@ -187,7 +216,7 @@ std::vector<TrialRecord> run_bucket(size_t bucket_index, const BucketKey& b,
     TrialRecord t = validator.validate(*c.variant, c.params);
     t.timing_method = "not timed";
     if (t.disposition == Disposition::kPassed) {
-      time_passed(c, timing_input(c.variant->backend()), timing_case.label, config.timing, t);
+      time_passed(c, timing_inputs(c.variant->backend()), timing_cases, config.timing, t);
     }
     return t;
   };
@@ -198,7 +227,7 @@ std::vector<TrialRecord> run_bucket(size_t bucket_index, const BucketKey& b,
   for (Backend backend : backends) {
     validator.prepare(backend);
     heartbeat();
-    timing_input(backend);
+    timing_inputs(backend);
   }
 
   // Candidates a supervisor found to crash or hang the process are recorded, never run again.

@@ -139,4 +139,15 @@ ValidationCase make_timing_case(const BucketKey& b, double sm_scale) {
   return make_case(b, mid, 1, InputPattern::kRandom, sm_scale, true);
 }
 
+std::vector<ValidationCase> make_timing_cases(const BucketKey& b, double sm_scale,
+                                              bool top_corner) {
+  std::vector<ValidationCase> out{make_timing_case(b, sm_scale)};
+  const ValidationPoint top{b.batch_hi, std::max(b.key.qlen, b.kv_hi)};
+  const DecodeShape& mid = out.front().shape();
+  if (top_corner && (top.batch != mid.batch || top.max_kv_len != mid.max_kv_len)) {
+    out.push_back(make_case(b, top, 1, InputPattern::kRandom, sm_scale, true));
+  }
+  return out;
+}
+
 }  // namespace mlatune

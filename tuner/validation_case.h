@@ -45,4 +45,9 @@ ValidationCase make_validation_case(const BucketKey& b, const ValidationPoint& p
 // data, no rows to check.
 ValidationCase make_timing_case(const BucketKey& b, double sm_scale);
 
+// The midpoint's timing inputs and, with top_corner, those of the bucket's largest point
+// (batch_hi, kv_hi) when it differs from the midpoint.
+std::vector<ValidationCase> make_timing_cases(const BucketKey& b, double sm_scale,
+                                              bool top_corner);
+
 }  // namespace mlatune

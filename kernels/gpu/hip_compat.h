@@ -203,3 +203,12 @@ __device__ __forceinline__ int mlatune_shfl_xor(int v, int lane_mask) {
   return __shfl_xor(v, lane_mask);
 #endif
 }
+
+// True when `pred` holds in every lane of the wave. Every lane must call it.
+__device__ __forceinline__ bool mlatune_all(bool pred) {
+#if MLATUNE_GPU_NVIDIA
+  return __all_sync(0xffffffffu, pred) != 0;
+#else
+  return __all(pred) != 0;
+#endif
+}

@@ -101,6 +101,8 @@ class ScriptedKernel final : public Variant {
   ScriptedKernel(std::string name, int64_t sleep_us, Mode mode, std::string identity = "scripted")
       : name_(std::move(name)), identity_(std::move(identity)), sleep_us_(sleep_us), mode_(mode) {}
   void set_mode(Mode m) { mode_ = m; }
+  // Extra sleep per sequence of the batch: a cost that grows with the shape.
+  void set_sleep_per_sequence_us(int64_t us) { sleep_per_seq_us_ = us; }
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return "test: scripted reference kernel"; }
   Backend backend() const override { return Backend::kHost; }
@@ -112,7 +114,8 @@ class ScriptedKernel final : public Variant {
   size_t workspace_bytes(const DecodeShape&, const LaunchParams&) const override { return 0; }
   void run(const DecodeShape& s, const LaunchParams& p, const DecodeArgs& a) const override {
     exact_.run(s, p, a);
-    if (sleep_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
+    const int64_t sleep = sleep_us_ + sleep_per_seq_us_ * s.batch;
+    if (sleep > 0) std::this_thread::sleep_for(std::chrono::microseconds(sleep));
     switch (mode_) {
       case Mode::kCorrect:
         break;
@@ -132,6 +135,7 @@ class ScriptedKernel final : public Variant {
   ReferenceKernel exact_{Fault::kNone};
   std::string name_, identity_;
   int64_t sleep_us_;
+  int64_t sleep_per_seq_us_ = 0;
   Mode mode_;
 };
 

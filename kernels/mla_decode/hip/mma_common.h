@@ -98,6 +98,21 @@ __device__ __forceinline__ uint32_t e4m3fnx2_to_f16x2(uint32_t x) {
 #endif
 }
 
+// The same for the two e4m3fn codes in bits 16-31 of `x`. Naming the upper half through a
+// register split lets the conversion read it in place (F2FP ... R.H1) instead of after a shift.
+__device__ __forceinline__ uint32_t e4m3fnx2_hi_to_f16x2(uint32_t x) {
+#if MLATUNE_ARCH_NVIDIA_MMA_FP8
+  uint32_t h2;
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %1;\n cvt.rn.f16x2.e4m3x2 %0, h;\n}"
+      : "=r"(h2)
+      : "r"(x));
+  return h2;
+#else
+  (void)x;
+  __builtin_trap();
+#endif
+}
+
 // Two floats to an f16 pair, round to nearest even (a in the low half).
 __device__ __forceinline__ uint32_t pack_f16x2(float a, float b) {
 #if MLATUNE_MMA_TENSOR_CORES
@@ -206,10 +221,12 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], u
 // ---- Online softmax over one KV tile ------------------------------------------------------------
 
 // For this thread's slice of one row: sums the C::kKSplit partial score tiles, masks keys
-// >= key_end, updates m (running max, base 2), l (fp32 sum of p, for the LSE) and lb (sum of the
-// p as rounded for the P.V product, which normalises O consistently with it), writes P (bf16, or
-// f16 with kF16P) and publishes the row's rescale factor alpha. m, l, lb end identical in
-// every thread of the row (xor butterflies over C::kRowThreads consecutive lanes).
+// >= key_end, updates m (running max, base 2, identical in every thread of the row: an xor
+// butterfly over C::kRowThreads consecutive lanes), this thread's share of l (fp32 sum of p, for
+// the LSE) and of lb (sum of the p as rounded for the P.V product, which normalises O
+// consistently with it), writes P (bf16, or f16 with kF16P) and publishes the row's rescale
+// factor alpha. The shares are rescaled with the row's alpha every tile and summed over the row
+// once, by row_total, after the last tile: two butterflies per tile fewer.
 template <class C, bool kF16P = false>
 __device__ __forceinline__ void softmax_tile(const float* s_s, uint16_t* p_s, float* alpha_s,
                                              float scale_log2, int32_t t0, int32_t key_end, int rl,
@@ -217,22 +234,32 @@ __device__ __forceinline__ void softmax_tile(const float* s_s, uint16_t* p_s, fl
   constexpr int kKpt = C::kKeysPerThread;
   constexpr int kPartStride = 16 * C::kMTiles * C::kSStride;
   const int c0 = sub * kKpt;
+  // The slice's partial scores, summed over the k-splits in order; 16-byte loads where the slice
+  // allows (4 keys), else 8-byte.
+  constexpr int kVec = kKpt % 4 == 0 ? 4 : 2;
   float s[kKpt];
+#pragma unroll
+  for (int k = 0; k < kKpt; k += kVec) {
+#pragma unroll
+    for (int kg = 0; kg < C::kKSplit; ++kg) {
+      const float* src = s_s + kg * kPartStride + rl * C::kSStride + c0 + k;
+      float w[kVec];
+      if constexpr (kVec == 4) {
+        const float4 v = *reinterpret_cast<const float4*>(src);
+        w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+      } else {
+        const float2 v = *reinterpret_cast<const float2*>(src);
+        w[0] = v.x, w[1] = v.y;
+      }
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) s[k + e] = kg == 0 ? w[e] : s[k + e] + w[e];
+    }
+  }
   float mx = kNegInf;
 #pragma unroll
-  for (int k = 0; k < kKpt; k += 2) {
-    float2 v = *reinterpret_cast<const float2*>(s_s + rl * C::kSStride + c0 + k);
-#pragma unroll
-    for (int kg = 1; kg < C::kKSplit; ++kg) {
-      const float2 w =
-          *reinterpret_cast<const float2*>(s_s + kg * kPartStride + rl * C::kSStride + c0 + k);
-      v.x += w.x;
-      v.y += w.y;
-    }
-    const int32_t j = t0 + c0 + k;
-    s[k] = j < key_end ? v.x * scale_log2 : kNegInf;
-    s[k + 1] = j + 1 < key_end ? v.y * scale_log2 : kNegInf;
-    mx = fmaxf(mx, fmaxf(s[k], s[k + 1]));
+  for (int k = 0; k < kKpt; ++k) {
+    s[k] = t0 + c0 + k < key_end ? s[k] * scale_log2 : kNegInf;
+    mx = fmaxf(mx, s[k]);
   }
 #pragma unroll
   for (int off = C::kRowThreads / 2; off > 0; off /= 2) {
@@ -262,15 +289,45 @@ __device__ __forceinline__ void softmax_tile(const float* s_s, uint16_t* p_s, fl
     sum += e0 + e1;
     *reinterpret_cast<uint32_t*>(prow + k) = bits;
   }
-#pragma unroll
-  for (int off = C::kRowThreads / 2; off > 0; off /= 2) {
-    sum += mlatune_shfl_xor(sum, off);
-    sumb += mlatune_shfl_xor(sumb, off);
-  }
   l = l * alpha + sum;
   lb = lb * alpha + sumb;
   m = m_new;
   if (sub == 0) alpha_s[rl] = alpha;
+}
+
+// The row's total of a per-thread share (softmax_tile's l and lb), in every thread of the row.
+template <class C>
+__device__ __forceinline__ float row_total(float share) {
+#pragma unroll
+  for (int off = C::kRowThreads / 2; off > 0; off /= 2) share += mlatune_shfl_xor(share, off);
+  return share;
+}
+
+// O *= alpha for the accumulators of M m-tiles (rows mt * 16 + g and mt * 16 + g + 8 of this
+// lane), alpha_s holding the rows' factors. Skipped when they are all 1 in the whole warp (the
+// running maxima did not move, most tiles after the first few): x * 1 == x, so the result is the
+// same bits either way.
+template <int M, int N>
+__device__ __forceinline__ void rescale(float (&o)[M][N][4], const float* alpha_s, int g) {
+  float a[M][2];
+  bool unit = true;
+#pragma unroll
+  for (int mt = 0; mt < M; ++mt) {
+    a[mt][0] = alpha_s[mt * 16 + g];
+    a[mt][1] = alpha_s[mt * 16 + g + 8];
+    unit = unit && a[mt][0] == 1.0f && a[mt][1] == 1.0f;
+  }
+  if (mlatune_all(unit)) return;
+#pragma unroll
+  for (int mt = 0; mt < M; ++mt) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+      o[mt][n][0] *= a[mt][0];
+      o[mt][n][1] *= a[mt][0];
+      o[mt][n][2] *= a[mt][1];
+      o[mt][n][3] *= a[mt][1];
+    }
+  }
 }
 
 // ---- Split-KV combine -------------------------------------------------------------------------

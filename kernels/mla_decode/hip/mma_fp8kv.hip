@@ -39,12 +39,12 @@
 // rows of an ldmatrix fall in 8 distinct 16-byte bank groups), rows past the valid keys zeroed;
 // a scratch area holding first Q (f16, scaled, permuted, [16][584]) and then the four fp32 partial
 // score tiles [4][16][kv_tile + 4]; P (f16) [16][kv_tile + 8]; row statistics and Q scales.
-// Stages: as many (2..4) as fit in half of the 227 KB, so that two workgroups share an SM. With
-// only one or two tiles in flight per workgroup, DRAM latency would bound the loop, so the rows of
-// the tile kPrefetchAhead tiles past the one being loaded are prefetched into L2 (bulk L2
-// prefetch, one instruction per row): the cp.async of a tile then hits L2. The block-table
-// entries a thread needs are read one tile ahead of their use, so that their latency never
-// stands between a barrier and the next cp.async or prefetch.
+// Stages: as many (2..4) as fit in half of the 227 KB, so that two workgroups share an SM. The
+// block-table entries a thread needs are read one tile ahead of their use, so that their latency
+// never stands between a barrier and the next cp.async; page slots and offsets come from a
+// multiply-high division by the page size (fast_div.h), not a run-time division. (Prefetching
+// the rows of later tiles into L2, per row or per line, measured slower on the H200: the L2,
+// not DRAM latency, was the busier side, and kv_tile 32 keeps 3 tiles in flight anyway.)
 //
 // Deterministic: fixed reduction orders, no atomics. NVIDIA sm_89+ only (cvt e4m3x2); elsewhere
 // can_implement refuses and the kernel body is compiled out.
@@ -55,6 +55,7 @@
 #include <string_view>
 
 #include "gpu/hip_compat.h"
+#include "mla_decode/hip/fast_div.h"
 #include "mla_decode/hip/gpu_formats.h"
 #include "mla_decode/hip/hip_check.h"
 #include "mla_decode/hip/mma_common.h"
@@ -92,8 +93,8 @@ constexpr int kStepsPerGroup = kHeadDimQK / 16 / kKGroups;  // 9
 constexpr int kNGroups = kWarps / kKGroups;                 // 2
 constexpr int kDimsPerWarp = kHeadDimV / kWarps;            // 64
 constexpr size_t kSmemLimit = 227 * 1024;
-// Per-row arrays of the statistics region: alpha, m, l, lb, |q| maximum (bits), score factor.
-constexpr int kStats = 6;
+// Per-row arrays of the statistics region: alpha, m, l, lb, score factor 2^-e.
+constexpr int kStats = 5;
 
 static_assert(kStepsPerGroup * 16 * kKGroups == kHeadDimQK, "k-groups cover the 576 dims");
 static_assert(kDimsPerWarp == 64, "P V: 4 blocks of 16 dims (8 n-tiles) per warp");
@@ -103,7 +104,9 @@ struct Cfg {
   // The softmax_tile contract (mma_common.h).
   static constexpr int kMTiles = 1;
   static constexpr int kKSplit = kKGroups;
-  static constexpr int kSStride = KT + 4;                  // floats
+  // floats; = 8 mod 32, so that a half-warp's float2 stores of a partial tile (rows g = 0..3,
+  // columns 2t) hit 32 distinct banks.
+  static constexpr int kSStride = KT + 8;
   static constexpr int kPStride = KT + 8;                  // f16
   static constexpr int kRowThreads = kThreads / kRows;     // 16
   static constexpr int kKeysPerThread = KT / kRowThreads;  // 2 or 4
@@ -150,7 +153,7 @@ struct Params {
   int32_t rows;  // heads * qlen
   int32_t groups;
   int32_t splits;
-  int32_t page_size;
+  gpu::FastDiv page;  // page size: key j is at offset page.mod(j) of slot page.div(j)
   int32_t max_pages;
   int32_t max_len;  // min(max_pages * page_size, kMaxKvLen): kv_lens are clamped to it
   DType q_dtype;
@@ -158,10 +161,10 @@ struct Params {
   float kv_scale;
 };
 
-// A tile's rows are loaded by 4 threads each (9 chunks of 16 bytes per thread); kv_tile <= 64 rows
-// means one row per thread at most: row tid / 4.
+// A tile's rows are copied by 4 threads each, 9 chunks of 16 bytes per thread; kv_tile <= 64 rows
+// means one row per thread at most: row tid / 4. (8 threads per row, for whole 128-byte lines
+// per warp instruction, measured slower on the H200: more registers, spills at kv_tile 64.)
 constexpr int kLoadThreadsPerRow = 4;
-constexpr int kPrefetchAhead = 2;  // tiles between the one loaded and the one prefetched
 constexpr int kLoadChunks = kHeadDimQK / 16 / kLoadThreadsPerRow;  // 9
 static_assert(kThreads / kLoadThreadsPerRow >= 64, "one pass covers a tile");
 
@@ -172,27 +175,13 @@ __device__ __forceinline__ int32_t tile_page(const Params& p, const int32_t* pag
                                              int nvalid, int tid) {
   const int r = tid / kLoadThreadsPerRow;
   if (r >= KT || r >= nvalid) return -1;
-  return pages[(t0 + r) / p.page_size];
-}
-
-// Asks L2 to fetch this thread's row of a tile (from tile_page) ahead of its cp.async; a hint that
-// changes no data. One thread per row issues it.
-__device__ __forceinline__ void prefetch_row_l2(const Params& p, int32_t page, int32_t t0,
-                                                int tid) {
-#if FP8KV_KERNEL
-  if (page < 0 || tid % kLoadThreadsPerRow != 0) return;
-  const int32_t j = t0 + tid / kLoadThreadsPerRow;
-  const uint8_t* src = p.kv + (int64_t{page} * p.page_size + j % p.page_size) * kHeadDimQK;
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(kHeadDimQK)
-               : "memory");
-#else
-  (void)p, (void)page, (void)t0, (void)tid;
-#endif
+  return pages[p.page.div(static_cast<uint32_t>(t0 + r))];
 }
 
 // This thread's row of a tile into a stage buffer: raw fp8 by cp.async when `page` >= 0 (from
 // tile_page), zeroes otherwise, so that no row past L is read and stale or uninitialised bytes
-// never reach a product (0 * NaN).
+// never reach a product (0 * NaN). j < L <= kMaxKvLen fits int32; the pool row index does not
+// (pools of 2^31 pages), hence the 64-bit product.
 template <int KT>
 __device__ __forceinline__ void load_tile(const Params& p, int32_t page, int32_t t0, uint8_t* dst,
                                           int tid) {
@@ -201,8 +190,7 @@ __device__ __forceinline__ void load_tile(const Params& p, int32_t page, int32_t
   const int sub = tid % kLoadThreadsPerRow;
   uint8_t* d = dst + r * kStageRowBytes;
   if (page >= 0) {
-    const int32_t j = t0 + r;
-    const int64_t row = int64_t{page} * p.page_size + j % p.page_size;
+    const int64_t row = int64_t{page} * p.page.divisor + p.page.mod(static_cast<uint32_t>(t0 + r));
     const uint8_t* src = p.kv + row * kHeadDimQK;
 #pragma unroll
     for (int c = 0; c < kLoadChunks; ++c) {
@@ -214,59 +202,103 @@ __device__ __forceinline__ void load_tile(const Params& p, int32_t page, int32_t
   }
 }
 
-// The group's 16 Q rows as f16, row r scaled by 2^e_r (header comment), each 16-dim block stored
-// in the permuted order the K fragments need: f16 pairs [0, 2, 4, 6, 1, 3, 5, 7] of the block.
-// Rows beyond heads * qlen are zero. Leaves 2^-e_r in rscale_s[r]. Starts and ends with a
-// barrier-separated phase: call it from every thread.
+// The raw words of one 16-element chunk of q (16-byte aligned): 8 for bf16, 4 for fp8.
 template <DType Q>
-__device__ __forceinline__ float q_value(const Params& p, int64_t e) {
-  return gpu::load_as_float<Q>(p.q, e);
-}
+inline constexpr int kQChunkWords = Q == DType::kBF16 ? 8 : 4;
 
 template <DType Q>
+__device__ __forceinline__ void load_q_chunk(const Params& p, int64_t e,
+                                             uint32_t (&w)[kQChunkWords<Q>]) {
+  constexpr int64_t kElemBytes = Q == DType::kBF16 ? 2 : 1;
+  const uint4* src =
+      reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.q) + e * kElemBytes);
+#pragma unroll
+  for (int i = 0; i < kQChunkWords<Q> / 4; ++i) {
+    const uint4 v = src[i];
+    w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
+  }
+}
+
+// The chunk's 16 values, exactly (every bf16 and e4m3fn value is a float; e4m3fn goes through
+// the exact e4m3 -> f16 conversion).
+template <DType Q>
+__device__ __forceinline__ void chunk_values(const uint32_t (&w)[kQChunkWords<Q>], float (&v)[16]) {
+#if FP8KV_KERNEL
+#pragma unroll
+  for (int i = 0; i < kQChunkWords<Q>; ++i) {
+    if constexpr (Q == DType::kBF16) {
+      v[2 * i] = gpu::bf16_lo(w[i]);
+      v[2 * i + 1] = gpu::bf16_hi(w[i]);
+    } else {
+      const float2 lo = f16x2_to_float2(e4m3fnx2_to_f16x2(w[i] & 0xffffu));
+      const float2 hi = f16x2_to_float2(e4m3fnx2_hi_to_f16x2(w[i]));
+      v[4 * i] = lo.x, v[4 * i + 1] = lo.y, v[4 * i + 2] = hi.x, v[4 * i + 3] = hi.y;
+    }
+  }
+#else
+  (void)w;
+#pragma unroll
+  for (int d = 0; d < 16; ++d) v[d] = 0.0f;
+#endif
+}
+
+// The group's 16 Q rows as f16, row r scaled by 2^e_r (header comment), each 16-dim block stored
+// in the permuted order the K fragments need: f16 pairs [0, 2, 4, 6, 1, 3, 5, 7] of the block.
+// Rows beyond heads * qlen are zero. Leaves 2^-e_r in rscale_s[r]. Warp w takes rows w and w + 8,
+// lane l chunks l and l + 32 (l < 4) of each: all its 16-byte loads are issued before the first
+// use, the row maximum is a butterfly. Ends with a barrier: call it from every thread.
+template <DType Q>
 __device__ __forceinline__ void load_q_scaled(const Params& p, int32_t b, int32_t row0,
-                                              uint8_t* q_s, uint32_t* qmax_s, float* rscale_s,
-                                              int tid) {
-  constexpr int kBlocks = kHeadDimQK / 16;  // 36 per row
-  if (tid < kRows) qmax_s[tid] = 0;
-  __syncthreads();
-  for (int c = tid; c < kRows * kBlocks; c += kThreads) {
-    const int rl = c / kBlocks;
-    const int32_t r = row0 + rl;
-    if (r >= p.rows) continue;
-    const int64_t e = (int64_t{b} * p.rows + r) * kHeadDimQK + (c % kBlocks) * 16;
+                                              uint8_t* q_s, float* rscale_s, int warp, int lane) {
+  constexpr int kChunks = kHeadDimQK / 16;  // 36 per row
+  constexpr int kRowsPerWarp = kRows / kWarps;
+  constexpr int kW = kQChunkWords<Q>;
+  static_assert(kRowsPerWarp == 2 && kChunks <= 2 * kWarpLanes, "two rows, two chunks per lane");
+  uint32_t raw[kRowsPerWarp][2][kW] = {};
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int32_t r = row0 + warp + i * kWarps;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int c = lane + h * kWarpLanes;
+      if (r < p.rows && c < kChunks) {
+        load_q_chunk<Q>(p, (int64_t{b} * p.rows + r) * kHeadDimQK + c * 16, raw[i][h]);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int rl = warp + i * kWarps;
+    float v[2][16];
     float mx = 0.0f;
 #pragma unroll
-    for (int d = 0; d < 16; ++d) mx = fmaxf(mx, fabsf(q_value<Q>(p, e + d)));
-    // Non-negative floats order like their bits; the maximum does not depend on the order.
-    atomicMax(&qmax_s[rl], gpu::float_as_bits(mx));
-  }
-  __syncthreads();
-  for (int c = tid; c < kRows * kBlocks; c += kThreads) {
-    const int rl = c / kBlocks;
-    const int blk = c % kBlocks;
-    const int32_t r = row0 + rl;
-    const uint32_t mbits = qmax_s[rl];
+    for (int h = 0; h < 2; ++h) {
+      chunk_values<Q>(raw[i][h], v[h]);  // zeros where nothing was loaded
+#pragma unroll
+      for (int d = 0; d < 16; ++d) mx = fmaxf(mx, fabsf(v[h][d]));
+    }
+#pragma unroll
+    for (int off = kWarpLanes / 2; off > 0; off /= 2) mx = fmaxf(mx, mlatune_shfl_xor(mx, off));
     // 2^e with the row maximum's exponent E: e = 14 - E, kept where 2^e and 2^-e are normal.
+    const uint32_t mbits = gpu::float_as_bits(mx);
     int32_t ex = mbits == 0 ? 0 : 14 - (static_cast<int32_t>(mbits >> 23) - 127);
     ex = ex < -126 ? -126 : (ex > 126 ? 126 : ex);
     const float scale = gpu::bits_as_float(static_cast<uint32_t>(ex + 127) << 23);
-    if (blk == 0) rscale_s[rl] = gpu::bits_as_float(static_cast<uint32_t>(127 - ex) << 23);
-    float v[16] = {};
-    if (r < p.rows) {
-      const int64_t e = (int64_t{b} * p.rows + r) * kHeadDimQK + blk * 16;
+    if (lane == 0) rscale_s[rl] = gpu::bits_as_float(static_cast<uint32_t>(127 - ex) << 23);
 #pragma unroll
-      for (int d = 0; d < 16; ++d) v[d] = q_value<Q>(p, e + d) * scale;
-    }
-    uint32_t pair[8];
+    for (int h = 0; h < 2; ++h) {
+      const int c = lane + h * kWarpLanes;
+      if (c >= kChunks) continue;
+      uint32_t pair[8];
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      pair[w] = pack_f16x2(v[4 * w], v[4 * w + 1]);          // dims 4w, 4w + 1
-      pair[w + 4] = pack_f16x2(v[4 * w + 2], v[4 * w + 3]);  // dims 4w + 2, 4w + 3
+      for (int w = 0; w < 4; ++w) {
+        pair[w] = pack_f16x2(v[h][4 * w] * scale, v[h][4 * w + 1] * scale);  // dims 4w, 4w + 1
+        pair[w + 4] = pack_f16x2(v[h][4 * w + 2] * scale, v[h][4 * w + 3] * scale);  // 4w + 2, 3
+      }
+      uint4* dst = reinterpret_cast<uint4*>(q_s + rl * kQRowBytes + c * 32);
+      dst[0] = uint4{pair[0], pair[1], pair[2], pair[3]};
+      dst[1] = uint4{pair[4], pair[5], pair[6], pair[7]};
     }
-    uint4* dst = reinterpret_cast<uint4*>(q_s + rl * kQRowBytes + blk * 32);
-    dst[0] = uint4{pair[0], pair[1], pair[2], pair[3]};
-    dst[1] = uint4{pair[4], pair[5], pair[6], pair[7]};
   }
   __syncthreads();
 }
@@ -305,7 +337,7 @@ __device__ __forceinline__ void qk_tile(const uint32_t (&qf)[kStepsPerGroup][4],
 #pragma unroll
     for (int j = 0; j < kT; ++j) {
       mma_f16(chain[s % C::kChains][j], qf[s], e4m3fnx2_to_f16x2(k8[j] & 0xffffu),
-              e4m3fnx2_to_f16x2(k8[j] >> 16));
+              e4m3fnx2_hi_to_f16x2(k8[j]));
     }
   }
   const int g = lane >> 2;
@@ -332,15 +364,7 @@ __device__ __forceinline__ void pv_tile(const uint16_t* p_s, const uint8_t* stag
                                         const float* alpha_s, float (&o)[8][4], int warp,
                                         int lane) {
   const int g = lane >> 2;
-  const float a_lo = alpha_s[g];
-  const float a_hi = alpha_s[g + 8];
-#pragma unroll
-  for (int n = 0; n < 8; ++n) {
-    o[n][0] *= a_lo;
-    o[n][1] *= a_lo;
-    o[n][2] *= a_hi;
-    o[n][3] *= a_hi;
-  }
+  rescale(reinterpret_cast<float(&)[1][8][4]>(o), alpha_s, g);
   constexpr int kPRowBytes = C::kPStride * 2;
   const uint32_t p_addr =
       smem_u32(reinterpret_cast<const uint8_t*>(p_s) +
@@ -364,7 +388,7 @@ __device__ __forceinline__ void pv_tile(const uint16_t* p_s, const uint8_t* stag
         const uint32_t hi = __byte_perm(v[2 * h + 1], 0u, 0x3120);
         const int blk = 2 * bp + h;
         mma_f16(o[2 * blk], a, e4m3fnx2_to_f16x2(lo & 0xffffu), e4m3fnx2_to_f16x2(hi & 0xffffu));
-        mma_f16(o[2 * blk + 1], a, e4m3fnx2_to_f16x2(lo >> 16), e4m3fnx2_to_f16x2(hi >> 16));
+        mma_f16(o[2 * blk + 1], a, e4m3fnx2_hi_to_f16x2(lo), e4m3fnx2_hi_to_f16x2(hi));
       }
     }
   }
@@ -391,8 +415,7 @@ __global__ void FP8KV_BOUNDS fp8kv_kernel(const Params p) {
   float* const m_s = alpha_s + kRows;
   float* const l_s = m_s + kRows;
   float* const lb_s = l_s + kRows;
-  uint32_t* const qmax_s = reinterpret_cast<uint32_t*>(lb_s + kRows);
-  float* const rscale_s = reinterpret_cast<float*>(qmax_s + kRows);
+  float* const rscale_s = lb_s + kRows;
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / kWarpLanes;
@@ -436,16 +459,10 @@ __global__ void FP8KV_BOUNDS fp8kv_kernel(const Params p) {
       async_commit();
     }
     int32_t next_page = page_of(kS - 1);  // the page of the first tile the loop loads
-    // Tiles kS - 1 + 1 .. kS - 1 + kPrefetchAhead - 1 now; the loop prefetches one more per tile.
-#pragma unroll
-    for (int d = 1; d < kPrefetchAhead; ++d) {
-      prefetch_row_l2(p, page_of(kS - 1 + d), lo + (kS - 1 + d) * KT, tid);
-    }
-    int32_t prefetch_page = page_of(kS - 1 + kPrefetchAhead);
     if (p.q_dtype == DType::kBF16) {
-      load_q_scaled<DType::kBF16>(p, b, row0, q_s, qmax_s, rscale_s, tid);
+      load_q_scaled<DType::kBF16>(p, b, row0, q_s, rscale_s, warp, lane);
     } else {
-      load_q_scaled<DType::kFP8E4M3FN>(p, b, row0, q_s, qmax_s, rscale_s, tid);
+      load_q_scaled<DType::kFP8E4M3FN>(p, b, row0, q_s, rscale_s, warp, lane);
     }
     uint32_t qf[kStepsPerGroup][4];
     load_q_fragments(q_s, qf, warp / kNGroups, lane);
@@ -459,11 +476,6 @@ __global__ void FP8KV_BOUNDS fp8kv_kernel(const Params p) {
         const int ahead_buf = buf == 0 ? kS - 1 : buf - 1;
         load_tile<KT>(p, next_page, lo + ahead * KT, stage_s + ahead_buf * C::kStageBytes, tid);
         next_page = page_of(ahead + 1);  // in flight while this tile is computed
-        const int32_t far = ahead + kPrefetchAhead;
-        if (far < n_tiles) {
-          prefetch_row_l2(p, prefetch_page, lo + far * KT, tid);
-          prefetch_page = page_of(far + 1);
-        }
       }
       async_commit();
       const uint8_t* tile = stage_s + buf * C::kStageBytes;
@@ -477,6 +489,8 @@ __global__ void FP8KV_BOUNDS fp8kv_kernel(const Params p) {
     }
   }
 
+  l = row_total<C>(l);
+  lb = row_total<C>(lb);
   if (ssub == 0) {
     m_s[srl] = m;
     l_s[srl] = l;
@@ -613,7 +627,7 @@ void MmaFp8KvVariant::run(const DecodeShape& s, const LaunchParams& lp, const De
   p.rows = rows;
   p.groups = (rows + kRows - 1) / kRows;
   p.splits = lp.kv_splits;
-  p.page_size = s.page_size;
+  p.page = gpu::FastDiv(static_cast<uint32_t>(s.page_size));
   p.max_pages = s.max_pages_per_seq;
   p.max_len = static_cast<int32_t>(
       std::min<int64_t>(int64_t{s.max_pages_per_seq} * s.page_size, kMaxKvLen));

@@ -16,7 +16,9 @@
 //      are zero-filled in shared memory, so no KV row >= L and no block-table slot past
 //      ceil(L / page) is ever read, and P = 0 never meets a NaN. fp8 KV lands raw in the staging
 //      ring and is dequantised (exactly) to bf16 in one shared K/V buffer; kv_scale is applied at
-//      the end.
+//      the end. The block-table entries of a tile are read one tile ahead of its copies (their
+//      latency, behind a tile of copies in flight, used to stall every tile), and page slots and
+//      offsets come from a multiply-high division by the page size (fast_div.h).
 //   2. S = Q K^T over 576 dims (Q dequantised to bf16 once per workgroup, kept in shared memory).
 //   3. online softmax in fp32 (base-2 exponent, scores * sm_scale * q_scale * kv_scale * log2 e),
 //      causal and length masks, P rounded to bf16.
@@ -72,6 +74,7 @@
 #include <string_view>
 
 #include "gpu/hip_compat.h"
+#include "mla_decode/hip/fast_div.h"
 #include "mla_decode/hip/gpu_formats.h"
 #include "mla_decode/hip/hip_check.h"
 #include "mla_decode/hip/mma_common.h"
@@ -196,7 +199,7 @@ struct Params {
   int32_t rows;  // heads * qlen: the M extent of one sequence
   int32_t groups;
   int32_t splits;
-  int32_t page_size;
+  gpu::FastDiv page;  // page size: key j is at offset page.mod(j) of slot page.div(j)
   int32_t max_pages;
   int32_t max_len;  // min(max_pages * page_size, kMaxKvLen): kv_lens are clamped to it
   DType q_dtype;
@@ -204,32 +207,53 @@ struct Params {
   float kv_scale;
 };
 
-// Byte offset of key j's row in the KV pool. j < L <= kMaxKvLen fits int32; the row index does
-// not (pools of 2^31 pages), hence the 64-bit product.
-__device__ __forceinline__ int64_t kv_row_bytes(const Params& p, const int32_t* pages, int32_t j,
+// A tile's rows are copied by kTpr threads each (8 for bf16, 4 for fp8), in passes of
+// kThreads / kTpr rows: thread tid copies row tid / kTpr + pass * (kThreads / kTpr).
+template <int KT, int kTpr>
+inline constexpr int kLoadPasses = (KT + kThreads / kTpr - 1) / (kThreads / kTpr);
+
+// The pages of this thread's rows of the tile starting at key t0 (read from the block table,
+// slots of keys < t0 + nvalid only), or -1 for rows past the valid keys. The loops read them one
+// tile ahead of the copies that use them, so that the block table's latency never stands between
+// a barrier and a tile's cp.async.
+template <int KT, int kTpr>
+__device__ __forceinline__ void tile_pages(const Params& p, const int32_t* pages, int32_t t0,
+                                           int nvalid, int tid,
+                                           int32_t (&pg)[kLoadPasses<KT, kTpr>]) {
+#pragma unroll
+  for (int pass = 0; pass < kLoadPasses<KT, kTpr>; ++pass) {
+    const int r = tid / kTpr + pass * (kThreads / kTpr);
+    pg[pass] = r < KT && r < nvalid ? pages[p.page.div(static_cast<uint32_t>(t0 + r))] : -1;
+  }
+}
+
+// Byte offset of key j's row, on page `page`, in the KV pool. j < L <= kMaxKvLen fits int32; the
+// row index does not (pools of 2^31 pages), hence the 64-bit product.
+__device__ __forceinline__ int64_t kv_row_bytes(const Params& p, int32_t page, int32_t j,
                                                 int elem_bytes) {
-  const int32_t slot = j / p.page_size;
-  const int64_t row = int64_t{pages[slot]} * p.page_size + (j - slot * p.page_size);
+  const int64_t row = int64_t{page} * p.page.divisor + p.page.mod(static_cast<uint32_t>(j));
   return row * (int64_t{kHeadDimQK} * elem_bytes);
 }
 
-// Rows [0, nvalid) of a tile starting at key t0: bf16 KV -> dst rows of kRowBytes (async where
-// possible); rows >= nvalid are zeroed. 8 threads per row, 9 chunks of 16 bytes each, strided so
-// that a warp covers 4 rows x 128 contiguous bytes per instruction.
+// Rows of a tile starting at key t0 with pages `pg` (tile_pages): bf16 KV -> dst rows of
+// kRowBytes (async where possible); rows past the valid keys are zeroed. 8 threads per row, 9
+// chunks of 16 bytes each, strided so that a warp covers 4 rows x 128 contiguous bytes per
+// instruction.
 template <int KT>
-__device__ __forceinline__ void load_tile_bf16(const Params& p, const int32_t* pages, int32_t t0,
-                                               int nvalid, uint8_t* dst, int tid) {
+__device__ __forceinline__ void load_tile_bf16(const Params& p,
+                                               const int32_t (&pg)[kLoadPasses<KT, 8>], int32_t t0,
+                                               uint8_t* dst, int tid) {
   constexpr int kTpr = 8;
   constexpr int kChunks = kHeadDimQK * 2 / 16 / kTpr;  // 9
   constexpr int kRowsPerPass = kThreads / kTpr;
   const int sub = tid % kTpr;
 #pragma unroll
-  for (int pass = 0; pass < (KT + kRowsPerPass - 1) / kRowsPerPass; ++pass) {
+  for (int pass = 0; pass < kLoadPasses<KT, kTpr>; ++pass) {
     const int r = tid / kTpr + pass * kRowsPerPass;
     if (r >= KT) break;
     uint8_t* d = dst + r * kRowBytes;
-    if (r < nvalid) {
-      const uint8_t* s = static_cast<const uint8_t*>(p.kv) + kv_row_bytes(p, pages, t0 + r, 2);
+    if (pg[pass] >= 0) {
+      const uint8_t* s = static_cast<const uint8_t*>(p.kv) + kv_row_bytes(p, pg[pass], t0 + r, 2);
 #pragma unroll
       for (int c = 0; c < kChunks; ++c)
         copy16(d + (sub + kTpr * c) * 16, s + (sub + kTpr * c) * 16);
@@ -240,22 +264,23 @@ __device__ __forceinline__ void load_tile_bf16(const Params& p, const int32_t* p
   }
 }
 
-// fp8 KV rows [0, nvalid) of a tile: raw into the staging buffer (async), or, without async
-// copies, dequantised straight into dst rows of kRowBytes (rows >= nvalid zeroed). 4 threads per
-// row, 9 chunks of 16 bytes each.
+// fp8 KV rows of a tile with pages `pg` (tile_pages): raw into the staging buffer (async), or,
+// without async copies, dequantised straight into dst rows of kRowBytes (rows past the valid keys
+// zeroed). 4 threads per row, 9 chunks of 16 bytes each.
 template <int KT, DType KV, bool kStaged>
-__device__ __forceinline__ void load_tile_fp8(const Params& p, const int32_t* pages, int32_t t0,
-                                              int nvalid, uint8_t* dst, int tid) {
+__device__ __forceinline__ void load_tile_fp8(const Params& p,
+                                              const int32_t (&pg)[kLoadPasses<KT, 4>], int32_t t0,
+                                              uint8_t* dst, int tid) {
   constexpr int kTpr = 4;
   constexpr int kChunks = kHeadDimQK / 16 / kTpr;  // 9
   constexpr int kRowsPerPass = kThreads / kTpr;
   const int sub = tid % kTpr;
 #pragma unroll
-  for (int pass = 0; pass < (KT + kRowsPerPass - 1) / kRowsPerPass; ++pass) {
+  for (int pass = 0; pass < kLoadPasses<KT, kTpr>; ++pass) {
     const int r = tid / kTpr + pass * kRowsPerPass;
     if (r >= KT) break;
-    if (r < nvalid) {
-      const uint8_t* s = static_cast<const uint8_t*>(p.kv) + kv_row_bytes(p, pages, t0 + r, 1);
+    if (pg[pass] >= 0) {
+      const uint8_t* s = static_cast<const uint8_t*>(p.kv) + kv_row_bytes(p, pg[pass], t0 + r, 1);
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
         const int col = sub + kTpr * c;
@@ -420,18 +445,7 @@ __device__ __forceinline__ void pv_tile(const uint16_t* p_s, const uint8_t* kv,
                                         int warp, int lane) {
   const int g = lane >> 2;
   const int d0 = warp * kDimsPerWarp;
-#pragma unroll
-  for (int mt = 0; mt < C::kMTiles; ++mt) {
-    const float a_lo = alpha_s[mt * 16 + g];
-    const float a_hi = alpha_s[mt * 16 + g + 8];
-#pragma unroll
-    for (int n = 0; n < 8; ++n) {
-      o[mt][n][0] *= a_lo;
-      o[mt][n][1] *= a_lo;
-      o[mt][n][2] *= a_hi;
-      o[mt][n][3] *= a_hi;
-    }
-  }
+  rescale(o, alpha_s, g);
 #if MLATUNE_MMA_TENSOR_CORES
   constexpr int kPRowBytes = C::kPStride * 2;
   // A (P rows) as for Q in qk_tile.
@@ -570,9 +584,13 @@ __global__ void MMA_SPLIT_BOUNDS(BR) mma_split_kernel(const Params p) {
       for (int32_t t = 0; t < n_tiles; ++t) {
         __syncthreads();  // the previous tile's P V is done with kv_s
         if constexpr (kIsFp8<KV>) {
-          load_tile_fp8<KT, KV, false>(p, pages, lo + t * KT, tile_keys(t), kv_s, tid);
+          int32_t pg[kLoadPasses<KT, 4>];
+          tile_pages<KT, 4>(p, pages, lo + t * KT, tile_keys(t), tid, pg);
+          load_tile_fp8<KT, KV, false>(p, pg, lo + t * KT, kv_s, tid);
         } else {
-          load_tile_bf16<KT>(p, pages, lo + t * KT, tile_keys(t), kv_s, tid);
+          int32_t pg[kLoadPasses<KT, 8>];
+          tile_pages<KT, 8>(p, pages, lo + t * KT, tile_keys(t), tid, pg);
+          load_tile_bf16<KT>(p, pg, lo + t * KT, kv_s, tid);
         }
         __syncthreads();
         compute(kv_s, t);
@@ -580,14 +598,18 @@ __global__ void MMA_SPLIT_BOUNDS(BR) mma_split_kernel(const Params p) {
     } else if constexpr (!kIsFp8<KV>) {
       // bf16: kStages - 1 tiles stream into the ring while tile t is computed.
       constexpr int kS = C::kStages;
+      int32_t pg[kLoadPasses<KT, 8>];
 #pragma unroll
       for (int st = 0; st < kS - 1; ++st) {
         if (st < n_tiles) {
-          load_tile_bf16<KT>(p, pages, lo + st * KT, tile_keys(st), kv_s + st * C::kKvBufBytes,
-                             tid);
+          tile_pages<KT, 8>(p, pages, lo + st * KT, tile_keys(st), tid, pg);
+          load_tile_bf16<KT>(p, pg, lo + st * KT, kv_s + st * C::kKvBufBytes, tid);
         }
         async_commit();
       }
+      // The pages of the first tile the loop loads, then always those of the next one.
+      if (kS - 1 < n_tiles)
+        tile_pages<KT, 8>(p, pages, lo + (kS - 1) * KT, tile_keys(kS - 1), tid, pg);
       load_q();
       int buf = 0;  // t % kS
       for (int32_t t = 0; t < n_tiles; ++t) {
@@ -596,8 +618,10 @@ __global__ void MMA_SPLIT_BOUNDS(BR) mma_split_kernel(const Params p) {
         const int32_t ahead = t + kS - 1;
         if (ahead < n_tiles) {
           const int ahead_buf = buf == 0 ? kS - 1 : buf - 1;  // tile t - 1's buffer
-          load_tile_bf16<KT>(p, pages, lo + ahead * KT, tile_keys(ahead),
-                             kv_s + ahead_buf * C::kKvBufBytes, tid);
+          load_tile_bf16<KT>(p, pg, lo + ahead * KT, kv_s + ahead_buf * C::kKvBufBytes, tid);
+          if (ahead + 1 < n_tiles) {
+            tile_pages<KT, 8>(p, pages, lo + (ahead + 1) * KT, tile_keys(ahead + 1), tid, pg);
+          }
         }
         async_commit();
         compute(kv_s + buf * C::kKvBufBytes, t);
@@ -607,14 +631,17 @@ __global__ void MMA_SPLIT_BOUNDS(BR) mma_split_kernel(const Params p) {
       // fp8: raw tiles t + 1 .. t + kStages in flight in the staging ring while tile t,
       // converted to bf16, is computed.
       constexpr int kS = C::kStages;
+      int32_t pg[kLoadPasses<KT, 4>];
 #pragma unroll
       for (int st = 0; st < kS; ++st) {
         if (st < n_tiles) {
-          load_tile_fp8<KT, KV, true>(p, pages, lo + st * KT, tile_keys(st),
-                                      stage_s + st * C::kStageBufBytes, tid);
+          tile_pages<KT, 4>(p, pages, lo + st * KT, tile_keys(st), tid, pg);
+          load_tile_fp8<KT, KV, true>(p, pg, lo + st * KT, stage_s + st * C::kStageBufBytes, tid);
         }
         async_commit();
       }
+      // The pages of the first tile the loop loads, then always those of the next one.
+      if (kS < n_tiles) tile_pages<KT, 4>(p, pages, lo + kS * KT, tile_keys(kS), tid, pg);
       load_q();
       int buf = 0;  // t % kS
       for (int32_t t = 0; t < n_tiles; ++t) {
@@ -623,8 +650,11 @@ __global__ void MMA_SPLIT_BOUNDS(BR) mma_split_kernel(const Params p) {
         convert_stage<KT, KV>(stage_s + buf * C::kStageBufBytes, tile_keys(t), kv_s, tid);
         __syncthreads();  // kv_s ready; staging buffer `buf` free
         if (t + kS < n_tiles) {
-          load_tile_fp8<KT, KV, true>(p, pages, lo + (t + kS) * KT, tile_keys(t + kS),
-                                      stage_s + buf * C::kStageBufBytes, tid);
+          load_tile_fp8<KT, KV, true>(p, pg, lo + (t + kS) * KT, stage_s + buf * C::kStageBufBytes,
+                                      tid);
+          if (t + kS + 1 < n_tiles) {
+            tile_pages<KT, 4>(p, pages, lo + (t + kS + 1) * KT, tile_keys(t + kS + 1), tid, pg);
+          }
         }
         async_commit();
         compute(kv_s, t);
@@ -633,6 +663,8 @@ __global__ void MMA_SPLIT_BOUNDS(BR) mma_split_kernel(const Params p) {
     }
   }
 
+  l = row_total<C>(l);
+  lb = row_total<C>(lb);
   if (ssub == 0) {
     m_s[srl] = m;
     l_s[srl] = l;
@@ -813,7 +845,7 @@ void MmaSplitVariant::run(const DecodeShape& s, const LaunchParams& lp, const De
   p.rows = rows;
   p.groups = (rows + lp.block_rows - 1) / lp.block_rows;
   p.splits = lp.kv_splits;
-  p.page_size = s.page_size;
+  p.page = gpu::FastDiv(static_cast<uint32_t>(s.page_size));
   p.max_pages = s.max_pages_per_seq;
   p.max_len = static_cast<int32_t>(
       std::min<int64_t>(int64_t{s.max_pages_per_seq} * s.page_size, kMaxKvLen));

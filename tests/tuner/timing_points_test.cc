@@ -1,0 +1,115 @@
+// timing.top_corner: passed candidates are timed at the bucket's midpoint and at its largest
+// point, and the winner is the best geometric mean of the two medians, so a launch shape that is
+// best only at the bucket's centre does not win a bucket whose large shapes it serves badly.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "tuner/test_variants.h"
+#include "tuner/tune.h"
+#include "tuner/validation_case.h"
+
+namespace mlatune {
+namespace {
+
+using testing::ScriptedKernel;
+
+std::string config_text(bool top_corner) {
+  return std::string(R"(
+name: points
+backend: host
+spaces:
+  - heads: [4]
+    qlen: [1]
+    dtypes: [bf16/bf16]
+    page_size: [16]
+    lse: [false]
+    batch_edges: [2, 20]
+    kv_len_edges: [40]
+tolerances:
+  bf16/bf16: {atol: 2.0e-3, rtol: 2.0e-2, min_cosine: 0.9999, lse_atol: 2.0e-4}
+validation: {seeds: 1, repeats: 2, interior_points: 0}
+timing: {warmup: 1, samples: 3, cold_cache: false, top_corner: )") +
+         (top_corner ? "true" : "false") + R"(}
+variants: [flat, steep]
+)";
+}
+
+// The winner of bucket batch 3..20 (midpoint batch 11, top corner 20) and its trial.
+TrialRecord winner_of_large_bucket(bool top_corner) {
+  // flat: 14 ms + 0.4 ms per sequence (18.4 ms at the midpoint, 22 at the corner);
+  // steep: 0.5 ms + 1.5 ms per sequence (17 and 30.5): steep wins at the midpoint only.
+  ScriptedKernel flat("flat", 14000, ScriptedKernel::Mode::kCorrect);
+  flat.set_sleep_per_sequence_us(400);
+  ScriptedKernel steep("steep", 500, ScriptedKernel::Mode::kCorrect);
+  steep.set_sleep_per_sequence_us(1500);
+  Registry r;
+  r.add_borrowed(&flat);
+  r.add_borrowed(&steep);
+  const TuneConfig config = parse_config(config_text(top_corner), "points.yaml");
+  const std::string path =
+      std::string(MLATUNE_TEST_TMPDIR) + "/points-" + std::to_string(getpid()) + ".db";
+  std::filesystem::remove(path);
+  auto candidates = enumerate_candidates(config, r);
+  TrialRecord out;
+  {
+    auto db = TuningDb::open_for_tuning(path, TuningDb::Mode::kCreate, make_provenance(config, r),
+                                        variant_records(candidates));
+    Progress quiet(stderr, false, 1);
+    tune(config, candidates, *db, quiet);
+    db->finalize();
+    for (const BucketSummary& b : db->buckets()) {
+      if (b.bucket.batch_lo == 3) {
+        EXPECT_TRUE(b.winner.has_value());
+        if (b.winner) out = *b.winner;
+      }
+    }
+  }
+  std::filesystem::remove(path);
+  return out;
+}
+
+TEST(TimingPoints, MidpointOnlyPicksTheShapeBestAtTheCentre) {
+  const TrialRecord w = winner_of_large_bucket(false);
+  EXPECT_EQ(w.variant, "steep");
+  EXPECT_EQ(w.timing_method.find("geometric mean"), std::string::npos) << w.timing_method;
+}
+
+TEST(TimingPoints, TopCornerPicksTheBestGeometricMeanAndSaysSo) {
+  const TrialRecord w = winner_of_large_bucket(true);
+  EXPECT_EQ(w.variant, "flat");
+  EXPECT_NE(w.timing_method.find("geometric mean of the medians at 2 points"), std::string::npos)
+      << w.timing_method;
+  EXPECT_NE(w.timing_method.find("batch=20"), std::string::npos) << w.timing_method;
+  ASSERT_TRUE(w.time_median_us.has_value());
+  // sqrt(18.4 ms x 22 ms) = 20.1 ms, plus the reference run inside and sleep overshoot.
+  EXPECT_GT(*w.time_median_us, 19500.0);
+  EXPECT_LT(*w.time_median_us, 30000.0);
+}
+
+TEST(TimingPoints, TheCornerIsAddedOnlyWhenAskedAndDistinct) {
+  const TuneConfig config = parse_config(config_text(true), "points.yaml");
+  const BucketKey range = config.buckets().at(1);  // batch 3..20, kv 1..40
+  ASSERT_EQ(range.batch_lo, 3);
+  EXPECT_EQ(make_timing_cases(range, 0.1, false).size(), 1u);
+  const std::vector<ValidationCase> two = make_timing_cases(range, 0.1, true);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].shape().batch, 11);
+  EXPECT_EQ(two[1].shape().batch, range.batch_hi);
+  EXPECT_EQ(two[1].shape().max_kv_len, range.kv_hi);
+  BucketKey point = range;
+  point.batch_lo = point.batch_hi;
+  point.kv_lo = point.kv_hi;
+  EXPECT_EQ(make_timing_cases(point, 0.1, true).size(), 1u);
+}
+
+TEST(TimingPoints, TopCornerMustBeABoolean) {
+  std::string text = config_text(true);
+  text.replace(text.find("top_corner: true"), 16, "top_corner: 3");
+  EXPECT_THROW(parse_config(text, "points.yaml"), ConfigError);
+}
+
+}  // namespace
+}  // namespace mlatune
