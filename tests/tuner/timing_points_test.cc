@@ -6,6 +6,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "tuner/test_variants.h"
 #include "tuner/tune.h"
@@ -39,12 +42,13 @@ variants: [flat, steep]
 
 // The winner of bucket batch 3..20 (midpoint batch 11, top corner 20) and its trial.
 TrialRecord winner_of_large_bucket(bool top_corner) {
-  // flat: 14 ms + 0.4 ms per sequence (18.4 ms at the midpoint, 22 at the corner);
-  // steep: 0.5 ms + 1.5 ms per sequence (17 and 30.5): steep wins at the midpoint only.
-  ScriptedKernel flat("flat", 14000, ScriptedKernel::Mode::kCorrect);
-  flat.set_sleep_per_sequence_us(400);
-  ScriptedKernel steep("steep", 500, ScriptedKernel::Mode::kCorrect);
-  steep.set_sleep_per_sequence_us(1500);
+  // flat: 32 ms + 0.6 ms per sequence (38.6 ms at the midpoint, 44 at the corner);
+  // steep: 3.2 ms per sequence (35.2 and 64): steep wins at the midpoint only, by margins that
+  // survive the reference run inside each call (tens of ms under sanitizers, the same for both).
+  ScriptedKernel flat("flat", 32000, ScriptedKernel::Mode::kCorrect);
+  flat.set_sleep_per_sequence_us(600);
+  ScriptedKernel steep("steep", 0, ScriptedKernel::Mode::kCorrect);
+  steep.set_sleep_per_sequence_us(3200);
   Registry r;
   r.add_borrowed(&flat);
   r.add_borrowed(&steep);
@@ -84,9 +88,16 @@ TEST(TimingPoints, TopCornerPicksTheBestGeometricMeanAndSaysSo) {
       << w.timing_method;
   EXPECT_NE(w.timing_method.find("batch=20"), std::string::npos) << w.timing_method;
   ASSERT_TRUE(w.time_median_us.has_value());
-  // sqrt(18.4 ms x 22 ms) = 20.1 ms, plus the reference run inside and sleep overshoot.
-  EXPECT_GT(*w.time_median_us, 19500.0);
-  EXPECT_LT(*w.time_median_us, 30000.0);
+  // The recorded median is the geometric mean of the two listed ("batch=11 ...: X us, batch=20
+  // ...: Y us"), and the corner's is the larger (the kernel's cost grows with the batch).
+  std::vector<double> listed;
+  const std::string& m = w.timing_method;
+  for (size_t at = m.find("points ("); at != std::string::npos; at = m.find(": ", at + 2)) {
+    if (m.compare(at, 2, ": ") == 0) listed.push_back(std::strtod(m.c_str() + at + 2, nullptr));
+  }
+  ASSERT_EQ(listed.size(), 2u) << w.timing_method;
+  EXPECT_LT(listed[0], listed[1]) << w.timing_method;
+  EXPECT_NEAR(*w.time_median_us, std::sqrt(listed[0] * listed[1]), 0.1) << w.timing_method;
 }
 
 TEST(TimingPoints, TheCornerIsAddedOnlyWhenAskedAndDistinct) {
