@@ -3,10 +3,8 @@
 // but wrong candidate is still rejected, and pruning never leaves a bucket without a winner that
 // a full run would find.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
-
+#include "tuner/scratch_tune.h"
 #include "tuner/test_variants.h"
 #include "tuner/tune.h"
 
@@ -50,27 +48,16 @@ BucketRun tune_with(const std::string& prune,
   Registry r;
   for (const ScriptedKernel* v : {&fast, &mid, &slow, &slower}) r.add_borrowed(v);
   const TuneConfig config = parse_config(config_text(prune), "prune.yaml");
-  const std::string path =
-      std::string(MLATUNE_TEST_TMPDIR) + "/prune-" + std::to_string(getpid()) + ".db";
-  std::filesystem::remove(path);
-  auto candidates = enumerate_candidates(config, r);
+  const std::vector<testing::TunedBucket> buckets =
+      testing::tune_into_scratch_db(config, r, "prune");
   BucketRun out;
-  {
-    auto db = TuningDb::open_for_tuning(path, TuningDb::Mode::kCreate, make_provenance(config, r),
-                                        variant_records(candidates));
-    Progress quiet(stderr, false, 1);
-    tune(config, candidates, *db, quiet);
-    db->finalize();
-    const std::vector<BucketSummary> buckets = db->buckets();
-    EXPECT_EQ(buckets.size(), 1u);
-    out.winner = buckets.at(0).winner;
-    for (const char* name : {"fast_wrong", "mid_ok", "slow_ok", "slower_ok"}) {
-      for (const TrialRecord& t : db->trials(buckets.at(0).id)) {
-        if (t.variant == name) out.trials.push_back(t);
-      }
+  EXPECT_EQ(buckets.size(), 1u);
+  out.winner = buckets.at(0).summary.winner;
+  for (const char* name : {"fast_wrong", "mid_ok", "slow_ok", "slower_ok"}) {
+    for (const TrialRecord& t : buckets.at(0).trials) {
+      if (t.variant == name) out.trials.push_back(t);
     }
   }
-  std::filesystem::remove(path);
   EXPECT_EQ(out.trials.size(), 4u);
   return out;
 }

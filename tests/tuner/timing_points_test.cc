@@ -2,14 +2,13 @@
 // point, and the winner is the best geometric mean of the two medians, so a launch shape that is
 // best only at the bucket's centre does not win a bucket whose large shapes it serves badly.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "tuner/scratch_tune.h"
 #include "tuner/test_variants.h"
 #include "tuner/tune.h"
 #include "tuner/validation_case.h"
@@ -18,6 +17,8 @@ namespace mlatune {
 namespace {
 
 using testing::ScriptedKernel;
+using testing::tune_into_scratch_db;
+using testing::TunedBucket;
 
 std::string config_text(bool top_corner) {
   return std::string(R"(
@@ -53,25 +54,13 @@ TrialRecord winner_of_large_bucket(bool top_corner) {
   r.add_borrowed(&flat);
   r.add_borrowed(&steep);
   const TuneConfig config = parse_config(config_text(top_corner), "points.yaml");
-  const std::string path =
-      std::string(MLATUNE_TEST_TMPDIR) + "/points-" + std::to_string(getpid()) + ".db";
-  std::filesystem::remove(path);
-  auto candidates = enumerate_candidates(config, r);
   TrialRecord out;
-  {
-    auto db = TuningDb::open_for_tuning(path, TuningDb::Mode::kCreate, make_provenance(config, r),
-                                        variant_records(candidates));
-    Progress quiet(stderr, false, 1);
-    tune(config, candidates, *db, quiet);
-    db->finalize();
-    for (const BucketSummary& b : db->buckets()) {
-      if (b.bucket.batch_lo == 3) {
-        EXPECT_TRUE(b.winner.has_value());
-        if (b.winner) out = *b.winner;
-      }
+  for (const TunedBucket& b : tune_into_scratch_db(config, r, "points")) {
+    if (b.summary.bucket.batch_lo == 3) {
+      EXPECT_TRUE(b.summary.winner.has_value());
+      if (b.summary.winner) out = *b.summary.winner;
     }
   }
-  std::filesystem::remove(path);
   return out;
 }
 
