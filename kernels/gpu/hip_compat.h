@@ -111,6 +111,7 @@ using hipEvent_t = cudaEvent_t;
 using hipDeviceProp_t = cudaDeviceProp;
 using hipMemcpyKind = cudaMemcpyKind;
 using hipFuncAttribute = cudaFuncAttribute;
+using hipDeviceAttribute_t = cudaDeviceAttr;
 
 inline constexpr hipError_t hipSuccess = cudaSuccess;
 inline constexpr hipMemcpyKind hipMemcpyHostToHost = cudaMemcpyHostToHost;
@@ -120,6 +121,10 @@ inline constexpr hipMemcpyKind hipMemcpyDeviceToDevice = cudaMemcpyDeviceToDevic
 inline constexpr hipMemcpyKind hipMemcpyDefault = cudaMemcpyDefault;
 inline constexpr hipFuncAttribute hipFuncAttributeMaxDynamicSharedMemorySize =
     cudaFuncAttributeMaxDynamicSharedMemorySize;
+inline constexpr hipDeviceAttribute_t hipDeviceAttributeComputeCapabilityMajor =
+    cudaDevAttrComputeCapabilityMajor;
+inline constexpr hipDeviceAttribute_t hipDeviceAttributeComputeCapabilityMinor =
+    cudaDevAttrComputeCapabilityMinor;
 
 // Errors.
 inline const char* hipGetErrorString(hipError_t e) { return cudaGetErrorString(e); }
@@ -166,6 +171,9 @@ inline hipError_t hipSetDevice(int device) { return cudaSetDevice(device); }
 inline hipError_t hipGetDeviceCount(int* count) { return cudaGetDeviceCount(count); }
 inline hipError_t hipGetDeviceProperties(hipDeviceProp_t* prop, int device) {
   return cudaGetDeviceProperties(prop, device);
+}
+inline hipError_t hipDeviceGetAttribute(int* value, hipDeviceAttribute_t attr, int device) {
+  return cudaDeviceGetAttribute(value, attr, device);
 }
 inline hipError_t hipDriverGetVersion(int* version) { return cudaDriverGetVersion(version); }
 inline hipError_t hipRuntimeGetVersion(int* version) { return cudaRuntimeGetVersion(version); }

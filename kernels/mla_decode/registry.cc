@@ -10,6 +10,7 @@
 #include "mla_decode/hip/hip_variants.h"
 #include "mla_decode/hip/mma_fp8kv.h"
 #include "mla_decode/hip/mma_split.h"
+#include "mla_decode/hip/wgmma_split.h"
 #endif
 
 namespace mlatune {
@@ -49,6 +50,7 @@ Registry builtin_registry() {
   r.add_borrowed(&hip_portable_split_variant());
   r.add_borrowed(&hip_mma_split_variant());
   r.add_borrowed(&hip_mma_fp8kv_variant());
+  r.add_borrowed(&hip_wgmma_split_variant());
 #endif
   return r;
 }

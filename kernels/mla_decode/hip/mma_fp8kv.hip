@@ -38,7 +38,7 @@
 // Shared memory (bytes): stage ring [stages][kv_tile][592] raw fp8 rows (576 + 16 padding: the 8
 // rows of an ldmatrix fall in 8 distinct 16-byte bank groups), rows past the valid keys zeroed;
 // a scratch area holding first Q (f16, scaled, permuted, [16][584]) and then the four fp32 partial
-// score tiles [4][16][kv_tile + 4]; P (f16) [16][kv_tile + 8]; row statistics and Q scales.
+// score tiles [4][16][kv_tile + 8]; P (f16) [16][kv_tile + 8]; row statistics and Q scales.
 // Stages: as many (2..4) as fit in half of the 227 KB, so that two workgroups share an SM. The
 // block-table entries a thread needs are read one tile ahead of their use, so that their latency
 // never stands between a barrier and the next cp.async; page slots and offsets come from a
