@@ -46,6 +46,7 @@ Registry builtin_registry() {
   r.add_borrowed(&host_online_softmax_variant());
   r.add_borrowed(&host_tiled_kv_variant());
   r.add_borrowed(&host_split_kv_variant());
+  r.add_borrowed(&host_persistent_variant());
 #if defined(MLATUNE_WITH_HIP)
   r.add_borrowed(&hip_portable_split_variant());
   r.add_borrowed(&hip_mma_split_variant());

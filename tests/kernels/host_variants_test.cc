@@ -23,6 +23,7 @@
 #include "mla_decode/host/thread_pool.h"
 #include "mla_decode/numformat.h"
 #include "mla_decode/reference.h"
+#include "mla_decode/work_plan.h"
 
 namespace mlatune {
 namespace {
@@ -34,7 +35,8 @@ constexpr uint16_t kGuard = 0xdead;  // bf16 pattern written around outputs
 constexpr size_t kGuardElems = 64;
 
 std::vector<const Variant*> variants() {
-  return {&host_online_softmax_variant(), &host_tiled_kv_variant(), &host_split_kv_variant()};
+  return {&host_online_softmax_variant(), &host_tiled_kv_variant(), &host_split_kv_variant(),
+          &host_persistent_variant()};
 }
 
 struct Config {
@@ -315,15 +317,43 @@ TEST(HostVariants, DeterministicAcrossRunsAndWorkerCounts) {
   for (const Variant* v : variants()) {
     for (LaunchParams lp : v->param_space().enumerate()) {
       if (lp.workers != 1 || lp.kv_tile == 32 || lp.kv_tile == 128) continue;
+      // host_persistent_v1's plan, and so where it cuts sequences, depends on the worker count:
+      // it is deterministic per count, and matches the reference at every count (the sweep).
+      const bool plan_follows_workers = v == &host_persistent_variant();
       const Outputs first = run_variant(*v, p, lp);
       for (int32_t w : {1, 2, 4, 64}) {
         lp.workers = w;
+        const Outputs base = plan_follows_workers ? run_variant(*v, p, lp) : first;
         const Outputs again = run_variant(*v, p, lp);
-        EXPECT_EQ(first.out, again.out) << v->name() << " " << lp.to_string();
-        EXPECT_EQ(0, std::memcmp(first.lse.data(), again.lse.data(), first.lse.size() * 4))
+        EXPECT_EQ(base.out, again.out) << v->name() << " " << lp.to_string();
+        EXPECT_EQ(0, std::memcmp(base.lse.data(), again.lse.data(), base.lse.size() * 4))
             << v->name() << " " << lp.to_string();
       }
     }
+  }
+}
+
+// Unequal lengths over many workers: the plan cuts the long sequence into several pieces (and a
+// short one may share a worker with others); every worker count still matches the reference,
+// causal tails in late pieces included.
+TEST(HostVariants, PersistentMatchesReferenceOnUnequalLengths) {
+  Config c;
+  c.qlen = 4;
+  c.lse = true;
+  c.lens = {1, 2000, 5, 64, 65, 130};
+  c.adversarial = true;
+  c.seed = 11;
+  const Problem p = make_problem(c);
+  const ReferenceResult ref = reference_decode(p.shape, p.args(), 2);
+  const std::vector<int32_t> lens(p.kv_lens.begin(), p.kv_lens.end());
+  for (int32_t w : {1, 2, 8, 64}) {
+    const LaunchParams lp{1, 64, 0, w};
+    const WorkPlan plan = plan_work(lens, 64, w, 1 << 20);
+    if (w >= 8) {
+      EXPECT_GT(plan.slots(), 2) << "the long sequence is cut at " << w << " workers";
+    }
+    expect_matches(p, ref, run_variant(host_persistent_variant(), p, lp),
+                   "host_persistent_v1 " + lp.to_string());
   }
 }
 
@@ -331,6 +361,7 @@ TEST(HostVariants, NamesAndIdentities) {
   EXPECT_EQ(host_online_softmax_variant().name(), "host_online_softmax_v1");
   EXPECT_EQ(host_tiled_kv_variant().name(), "host_tiled_kv_v1");
   EXPECT_EQ(host_split_kv_variant().name(), "host_split_kv_v1");
+  EXPECT_EQ(host_persistent_variant().name(), "host_persistent_v1");
   std::vector<std::string_view> ids;
   for (const Variant* v : variants()) {
     EXPECT_EQ(v->backend(), Backend::kHost);

@@ -11,5 +11,7 @@ const Variant& host_online_softmax_variant();  // name "host_online_softmax_v1"
 const Variant& host_tiled_kv_variant();  // name "host_tiled_kv_v1"
 // Keys cut into kv_splits parts computed in parallel, then an LSE-merge combine step.
 const Variant& host_split_kv_variant();  // name "host_split_kv_v1"
+// Persistent scheduling: a host-side plan deals the KV tiles to the threads in equal shares.
+const Variant& host_persistent_variant();  // name "host_persistent_v1"
 
 }  // namespace mlatune
