@@ -1,56 +1,24 @@
 #include "tuner/isolation.h"
 
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
 
 #include "mla_decode/memory.h"
-#include "tuner/heartbeat.h"
+#include "tuner/worker_process.h"
 
 namespace mlatune {
 namespace {
 
-// Worker exit codes besides 0 (finished).
-constexpr int kWorkerError = 3;       // it sent an "error" line and stopped
-constexpr int kWorkerDeviceLost = 4;  // it sent a "fault" line: the device did not survive
+using worker::Channel;
 
-// Lines the worker sends, one per write(2) (atomic for pipes below PIPE_BUF):
-//   start B C | beat | bucket B tuned|none | fault B C REASON | error KIND MESSAGE | done
-class Channel {
- public:
-  explicit Channel(int fd) : fd_(fd) {}
-  void send(std::string line) const {
-    for (char& ch : line) {
-      if (ch == '\n') ch = ' ';
-    }
-    if (line.size() > 1000) line.resize(1000);
-    line += '\n';
-    const char* p = line.data();
-    size_t left = line.size();
-    while (left > 0) {
-      const ssize_t n = ::write(fd_, p, left);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) _exit(kWorkerError);  // the supervisor is gone
-      p += n;
-      left -= static_cast<size_t>(n);
-    }
-  }
-
- private:
-  int fd_;
-};
-
+// Lines the worker sends (worker_process.h):
+//   start B C | bucket B tuned|none | fault B C REASON | error KIND MESSAGE | done
 struct WorkerJob {
   const TuneConfig* config;
   const std::vector<Candidate>* candidates;
@@ -62,12 +30,8 @@ struct WorkerJob {
   std::map<std::pair<size_t, size_t>, std::pair<Disposition, std::string>> quarantined;
 };
 
-[[noreturn]] void run_worker(const WorkerJob& job, int fd) {
-  prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the supervisor
-  const Channel ch(fd);
-  set_heartbeat([&ch] { ch.send("beat"); });
-  int code = 0;
-  try {
+int run_worker(const WorkerJob& job, const Channel& ch) {
+  return worker::report_errors(ch, [&] {
     const TuneConfig& config = *job.config;
     const DeviceInfo device = current_device_info(config.backend);
     std::unique_ptr<TuningDb> db =
@@ -93,7 +57,7 @@ struct WorkerJob {
         ch.send("fault " + std::to_string(b) + " " + std::to_string(c) + " " + t.reason +
                 " (the device was unusable afterwards: " + e.what() + ")");
         std::fflush(stderr);
-        _exit(kWorkerDeviceLost);
+        _exit(worker::kExitDeviceLost);
       }
     };
     hooks.bucket_recorded = [&ch](size_t b, bool has_winner) {
@@ -103,27 +67,7 @@ struct WorkerJob {
     db->finalize();
     db.reset();
     ch.send("done");
-  } catch (const ConfigError& e) {
-    ch.send(std::string("error config ") + e.what());
-    code = kWorkerError;
-  } catch (const DbError& e) {
-    ch.send("error db " + std::to_string(e.code()) + " " + e.what());
-    code = kWorkerError;
-  } catch (const LaunchError& e) {
-    ch.send(std::string("error device ") + e.what());
-    code = kWorkerError;
-  } catch (const std::exception& e) {
-    ch.send(std::string("error other ") + e.what());
-    code = kWorkerError;
-  }
-  std::fflush(stdout);
-  std::fflush(stderr);
-  _exit(code);
-}
-
-std::string signal_text(int sig) {
-  const char* name = sigabbrev_np(sig);
-  return "signal " + std::to_string(sig) + (name ? std::string(" (SIG") + name + ")" : "");
+  });
 }
 
 // What a finished worker left behind.
@@ -137,9 +81,8 @@ struct WorkerEnd {
   std::map<size_t, bool> recorded;  // bucket -> has a winner
 };
 
-WorkerEnd supervise(pid_t pid, int fd, double watchdog_s) {
+WorkerEnd supervise(const WorkerJob& job, double watchdog_s) {
   WorkerEnd end;
-  std::string buffer;
   auto handle = [&](const std::string& line) {
     std::istringstream in(line);
     std::string verb;
@@ -165,58 +108,13 @@ WorkerEnd supervise(pid_t pid, int fd, double watchdog_s) {
       end.done = true;
     }
   };
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(watchdog_s);
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          deadline - std::chrono::steady_clock::now())
-                          .count();
-    if (left <= 0) {
-      end.watchdog = true;
-      kill(pid, SIGKILL);
-      break;
-    }
-    pollfd p{fd, POLLIN, 0};
-    const int r = poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0)
-      throw std::runtime_error(std::string("poll on the worker pipe: ") + std::strerror(errno));
-    if (r == 0) continue;
-    char chunk[4096];
-    const ssize_t n = read(fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // the worker closed the pipe: it exited
-    buffer.append(chunk, static_cast<size_t>(n));
-    for (size_t nl; (nl = buffer.find('\n')) != std::string::npos;) {
-      handle(buffer.substr(0, nl));
-      buffer.erase(0, nl + 1);
-    }
-    deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(watchdog_s);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFSIGNALED(status) && !end.watchdog) end.death = signal_text(WTERMSIG(status));
-  if (WIFEXITED(status) && WEXITSTATUS(status) != 0 && end.error.empty() && end.fault.empty()) {
-    end.death = "exit code " + std::to_string(WEXITSTATUS(status));
+  const worker::Ended how = worker::run_supervised(
+      [&job](const Channel& ch) { return run_worker(job, ch); }, handle, watchdog_s);
+  end.watchdog = how.watchdog;
+  if (how.signal != 0 || (how.exit_code != 0 && end.error.empty() && end.fault.empty())) {
+    end.death = how.describe();
   }
   return end;
-}
-
-[[noreturn]] void rethrow(const std::string& error) {
-  std::istringstream in(error);
-  std::string kind;
-  in >> kind;
-  std::string message;
-  if (kind == "db") {
-    int code = 0;
-    in >> code;
-    std::getline(in >> std::ws, message);
-    throw DbError(code, message);
-  }
-  std::getline(in >> std::ws, message);
-  if (kind == "config") throw ConfigError(message);
-  if (kind == "device") throw LaunchError(message);
-  throw std::runtime_error(message);
 }
 
 }  // namespace
@@ -234,36 +132,10 @@ TuneSummary tune_isolated(const TuneConfig& config, const std::vector<Candidate>
   summary.buckets = static_cast<int64_t>(config.buckets().size());
   std::map<size_t, bool> recorded;
   for (int restarts = 0;; ++restarts) {
-    int fds[2];
-    if (pipe(fds) != 0) {
-      throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-    }
-    std::fflush(stdout);
-    std::fflush(stderr);
-    const pid_t pid = fork();
-    if (pid < 0) {
-      close(fds[0]);
-      close(fds[1]);
-      throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-    }
-    if (pid == 0) {
-      close(fds[0]);
-      run_worker(job, fds[1]);
-    }
-    close(fds[1]);
-    WorkerEnd end;
-    try {
-      end = supervise(pid, fds[0], settings.watchdog_s);
-    } catch (...) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-      close(fds[0]);
-      throw;
-    }
-    close(fds[0]);
+    const WorkerEnd end = supervise(job, settings.watchdog_s);
     recorded.insert(end.recorded.begin(), end.recorded.end());
     if (end.done) break;
-    if (!end.error.empty()) rethrow(end.error);
+    if (!end.error.empty()) worker::rethrow(end.error);
     if (!end.in_flight) {
       throw std::runtime_error(
           "the tuning worker " +

@@ -51,16 +51,32 @@ class VerifyTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove(path_); }
 
-  VerifySummary verify(const Registry& r) {
+  VerifySummary verify(const Registry& r, VerifyOptions options = {}) {
     std::FILE* sink = std::tmpfile();
-    VerifySummary s = verify_database(path_, r, false, sink);
+    VerifySummary s;
+    try {
+      s = verify_database(path_, r, options, sink);
+    } catch (...) {
+      std::fclose(sink);
+      throw;
+    }
+    std::rewind(sink);
+    report_.clear();
+    for (int c; (c = std::fgetc(sink)) != EOF;) report_ += static_cast<char>(c);
     std::fclose(sink);
     return s;
+  }
+  static VerifyOptions isolated() {
+    VerifyOptions o;
+    o.isolated = true;
+    o.watchdog_s = 2;
+    return o;
   }
 
   ScriptedKernel exact_{"exact", 0, ScriptedKernel::Mode::kCorrect, "exact-v1"};
   Registry registry_;
   std::string path_;
+  std::string report_;  // what the last verify() printed
 };
 
 TEST_F(VerifyTest, FreshDatabasePasses) {
@@ -84,6 +100,43 @@ TEST_F(VerifyTest, ChangedCodeIsStaleAndNotRun) {
   const VerifySummary s = verify(r);  // would crash if it ran the changed kernel
   EXPECT_EQ(s.stale, 2);
   EXPECT_EQ(s.passed, 0);
+}
+
+// Supervised verification (the CLI's mode): the same results in a worker process, and a winner
+// that crashes or hangs the worker is a failure, after which the next winner is still verified.
+TEST_F(VerifyTest, IsolatedFreshDatabasePassesWithTheSameReport) {
+  const VerifySummary s = verify(registry_, isolated());
+  EXPECT_EQ(s.passed, 2);
+  EXPECT_EQ(s.failed + s.stale + s.no_valid, 0);
+  const std::string isolated_report = report_;
+  verify(registry_);
+  EXPECT_EQ(isolated_report, report_);
+}
+
+TEST_F(VerifyTest, IsolatedCrashingWinnerFailsAndTheNextIsStillVerified) {
+  exact_.set_mode(ScriptedKernel::Mode::kSegfault);
+  const VerifySummary s = verify(registry_, isolated());
+  EXPECT_EQ(s.failed, 2);
+  EXPECT_EQ(s.passed, 0);
+  EXPECT_NE(report_.find("crashed the verify worker"), std::string::npos) << report_;
+  EXPECT_NE(report_.find("verified 2 winners: 0 passed, 2 failed"), std::string::npos) << report_;
+}
+
+TEST_F(VerifyTest, IsolatedHangingWinnerIsKilledByTheWatchdog) {
+  exact_.set_mode(ScriptedKernel::Mode::kHang);
+  VerifyOptions o = isolated();
+  o.max_restarts = 8;
+  const VerifySummary s = verify(registry_, o);
+  EXPECT_EQ(s.failed, 2);
+  EXPECT_NE(report_.find("hung: no progress for 2 s"), std::string::npos) << report_;
+}
+
+TEST_F(VerifyTest, IsolatedErrorsKeepTheirKind) {
+  {
+    SqliteDb db(path_, SQLITE_OPEN_READWRITE);
+    db.exec("UPDATE provenance SET config_text = replace(config_text, '2.0e-3', '9.0e-1')");
+  }
+  EXPECT_THROW(verify(registry_, isolated()), DbError);
 }
 
 TEST_F(VerifyTest, DoctoredStoredConfigIsRefused) {

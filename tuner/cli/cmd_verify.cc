@@ -1,5 +1,5 @@
 // mlatune verify --db FILE [--allow-foreign-device]: re-validates every winner of a dispatch
-// database on this machine's device (tuner/verify.h).
+// database on this machine's device (tuner/verify.h), in a supervised worker process.
 #include <cstdio>
 
 #include "tuner/cli/guard.h"
@@ -20,8 +20,10 @@ void add_verify_command(CLI::App& app, int& exit_code) {
                 "verify a database tuned on another device (its winners are re-validated here)");
   cmd->callback([opts, &exit_code] {
     exit_code = run_guarded([&] {
-      const VerifySummary s =
-          verify_database(opts->db, builtin_registry(), opts->allow_foreign, stdout);
+      VerifyOptions options;
+      options.allow_foreign_device = opts->allow_foreign;
+      options.isolated = true;  // a winner that crashes or hangs is a failure, not the end
+      const VerifySummary s = verify_database(opts->db, builtin_registry(), options, stdout);
       return s.failed + s.stale > 0 ? kExitVerifyFailed : kExitOk;
     });
   });
