@@ -1,5 +1,7 @@
 #include "tuner/verify.h"
 
+#include <unistd.h>
+
 #include <functional>
 #include <map>
 #include <sstream>
@@ -20,7 +22,7 @@ enum class Outcome { kPassed, kFailed, kStale };
 
 struct WinnerHooks {
   std::function<void(int64_t index, const std::string& what)> started;
-  std::function<void(int64_t index, Outcome)> finished;
+  std::function<void(int64_t index, Outcome, const Variant*)> finished;
 };
 
 // Verifies the winners from the `first`-th on (winners numbered in bucket order), printing the
@@ -92,13 +94,15 @@ VerifySummary verify_winners(const std::string& path, const Registry& registry,
       }
     }
     std::fflush(out);
-    if (hooks.finished) hooks.finished(index, outcome);
+    if (hooks.finished) hooks.finished(index, outcome, v);
   }
   return s;
 }
 
 // Lines the verify worker sends (worker_process.h):
-//   start I WHAT | result I passed|failed|stale | novalid N | error KIND MESSAGE | done
+//   start I WHAT | result I passed|failed|stale | lost | novalid N | error KIND MESSAGE | done
+// "lost": the device did not survive the failed winner before it; the worker stops and the next
+// worker goes on after that winner.
 VerifySummary verify_isolated(const std::string& path, const Registry& registry,
                               const VerifyOptions& options, std::FILE* out) {
   VerifySummary total;
@@ -108,6 +112,7 @@ VerifySummary verify_isolated(const std::string& path, const Registry& registry,
     std::string what;
     std::string error;
     bool done = false;
+    bool lost = false;
     auto on_line = [&](const std::string& line) {
       std::istringstream in(line);
       std::string verb;
@@ -122,6 +127,8 @@ VerifySummary verify_isolated(const std::string& path, const Registry& registry,
         ++(outcome == "passed" ? total.passed : outcome == "stale" ? total.stale : total.failed);
         in_flight = -1;
         next = i + 1;
+      } else if (verb == "lost") {
+        lost = true;
       } else if (verb == "novalid") {
         in >> total.no_valid;
       } else if (verb == "error") {
@@ -136,11 +143,20 @@ VerifySummary verify_isolated(const std::string& path, const Registry& registry,
         hooks.started = [&ch](int64_t i, const std::string& w) {
           ch.send("start " + std::to_string(i) + " " + w);
         };
-        hooks.finished = [&ch](int64_t i, Outcome o) {
+        hooks.finished = [&ch](int64_t i, Outcome o, const Variant* v) {
           ch.send("result " + std::to_string(i) + " " +
                   (o == Outcome::kPassed  ? "passed"
                    : o == Outcome::kStale ? "stale"
                                           : "failed"));
+          if (o != Outcome::kFailed) return;
+          // A fault can leave the device unusable for every later winner: find out now.
+          try {
+            memory_space(v->backend()).synchronize();
+          } catch (const std::exception&) {
+            ch.send("lost");
+            std::fflush(nullptr);
+            _exit(worker::kExitDeviceLost);
+          }
         };
         const VerifySummary part =
             verify_winners(path, registry, options.allow_foreign_device, out, next, hooks);
@@ -152,19 +168,23 @@ VerifySummary verify_isolated(const std::string& path, const Registry& registry,
     const worker::Ended end = worker::run_supervised(body, on_line, options.watchdog_s);
     if (done) break;
     if (!error.empty()) worker::rethrow(error);
-    if (in_flight < 0) {
+    if (lost && in_flight < 0) {
+      std::fprintf(out, "(the device did not survive that failure: going on in a new worker)\n");
+      std::fflush(out);
+    } else if (in_flight < 0) {
       throw std::runtime_error("the verify worker died (" + end.describe() +
                                ") while no winner was running");
+    } else {
+      ++total.failed;
+      const std::string why = end.watchdog
+                                  ? "hung: no progress for " +
+                                        std::to_string(static_cast<int>(options.watchdog_s)) +
+                                        " s; the watchdog killed the verify worker"
+                                  : "crashed the verify worker: " + end.describe();
+      std::fprintf(out, "FAIL  %s: %s\n", what.c_str(), why.c_str());
+      std::fflush(out);
+      next = in_flight + 1;
     }
-    ++total.failed;
-    const std::string why = end.watchdog
-                                ? "hung: no progress for " +
-                                      std::to_string(static_cast<int>(options.watchdog_s)) +
-                                      " s; the watchdog killed the verify worker"
-                                : "crashed the verify worker: " + end.describe();
-    std::fprintf(out, "FAIL  %s: %s\n", what.c_str(), why.c_str());
-    std::fflush(out);
-    next = in_flight + 1;
     if (restarts + 1 >= options.max_restarts) {
       throw std::runtime_error("the verify worker was restarted " + std::to_string(restarts + 1) +
                                " times; giving up");
