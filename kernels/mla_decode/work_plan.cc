@@ -12,40 +12,36 @@ constexpr int64_t kC = kPieceOverheadTiles;
 int64_t tiles_of(int32_t len, int32_t kv_tile) { return (int64_t{len} + kv_tile - 1) / kv_tile; }
 
 // The greedy deal under budget B: every worker takes pieces while a piece with at least one tile
-// (or a sequence without keys) still fits. Appends to `plan` when it is non-null; returns whether
-// everything fitted in `workers` workers.
+// (or a sequence without keys) still fits. Fills plan's pieces and worker_first (from empty);
+// returns whether everything fitted in `workers` workers.
 bool deal(std::span<const int32_t> lens, int32_t kv_tile, int32_t workers, int64_t budget,
-          WorkPlan* plan) {
+          WorkPlan& plan) {
+  plan.pieces.clear();
+  plan.pieces.reserve(lens.size() + static_cast<size_t>(workers) - 1);
+  plan.worker_first.reserve(static_cast<size_t>(workers) + 1);
+  plan.worker_first.assign(1, 0);
   int32_t w = 0;
   int64_t used = 0;
-  if (plan) plan->worker_first.assign(1, 0);
   for (size_t b = 0; b < lens.size(); ++b) {
     const int64_t tiles = tiles_of(lens[b], kv_tile);
     int64_t done = 0;
     do {
       const int64_t need = kC + std::min<int64_t>(tiles - done, 1);
       if (used + need > budget) {
-        if (++w == workers) return false;
+        if (++w == workers || need > budget) return false;
         used = 0;
-        if (plan) plan->worker_first.push_back(static_cast<int32_t>(plan->pieces.size()));
-        if (need > budget) return false;
+        plan.worker_first.push_back(static_cast<int32_t>(plan.pieces.size()));
       }
       const int64_t take = std::min(tiles - done, budget - used - kC);
-      if (plan) {
-        const int64_t end = std::min<int64_t>(lens[b], (done + take) * kv_tile);
-        plan->pieces.push_back(WorkPiece{static_cast<int32_t>(b),
-                                         static_cast<int32_t>(done * kv_tile),
-                                         static_cast<int32_t>(end), -1});
-      }
+      const int64_t end = std::min<int64_t>(lens[b], (done + take) * kv_tile);
+      plan.pieces.push_back(WorkPiece{static_cast<int32_t>(b), static_cast<int32_t>(done * kv_tile),
+                                      static_cast<int32_t>(end), -1});
       used += take + kC;
       done += take;
     } while (done < tiles);
   }
-  if (plan) {
-    while (static_cast<int32_t>(plan->worker_first.size()) < workers + 1) {
-      plan->worker_first.push_back(static_cast<int32_t>(plan->pieces.size()));
-    }
-  }
+  plan.worker_first.resize(static_cast<size_t>(workers) + 1,
+                           static_cast<int32_t>(plan.pieces.size()));
   return true;
 }
 
@@ -86,32 +82,31 @@ WorkPlan plan_work(std::span<const int32_t> kv_lens, int32_t kv_tile, int32_t wo
     }
     total += tiles_of(kv_lens[b], kv_tile) + kC;
   }
-  // Feasible at hi (work_plan.h); the smallest feasible budget in [lo, hi] by bisection.
-  int64_t lo = std::max<int64_t>((total + workers - 1) / workers, kC + 1);
-  int64_t hi = lo + 2 * kC;
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (deal(kv_lens, kv_tile, workers, mid, nullptr)) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
+  // The smallest feasible budget of [lo, lo + 2 kC] (lo + 2 kC always is, work_plan.h), tried in
+  // increasing order: usually the first or second try fits, and the try that fits is the plan.
+  const int64_t lo = std::max<int64_t>((total + workers - 1) / workers, kC + 1);
   WorkPlan plan;
   plan.kv_tile = kv_tile;
   plan.workers = workers;
-  plan.budget_tiles = lo;
-  if (!deal(kv_lens, kv_tile, workers, lo, &plan)) fail("internal: no budget fits");  // unreachable
-
-  std::vector<int32_t> pieces_of(kv_lens.size(), 0);
-  for (const WorkPiece& p : plan.pieces) ++pieces_of[p.seq];
-  plan.seq_first_slot.assign(kv_lens.size() + 1, 0);
-  for (size_t b = 0; b < kv_lens.size(); ++b) {
-    plan.seq_first_slot[b + 1] = plan.seq_first_slot[b] + (pieces_of[b] > 1 ? pieces_of[b] : 0);
+  for (plan.budget_tiles = lo;; ++plan.budget_tiles) {
+    if (deal(kv_lens, kv_tile, workers, plan.budget_tiles, plan)) break;
+    if (plan.budget_tiles >= lo + 2 * kC) fail("internal: no budget fits");  // unreachable
   }
-  std::vector<int32_t> next(plan.seq_first_slot.begin(), plan.seq_first_slot.end() - 1);
-  for (WorkPiece& p : plan.pieces) {
-    if (pieces_of[p.seq] > 1) p.slot = next[p.seq]++;
+
+  // A sequence's pieces are neighbours (sequence order): number the slots of each run of two or
+  // more in one pass.
+  plan.seq_first_slot.assign(kv_lens.size() + 1, 0);
+  int32_t slots = 0;
+  for (size_t i = 0; i < plan.pieces.size();) {
+    const int32_t seq = plan.pieces[i].seq;
+    size_t end = i + 1;
+    while (end < plan.pieces.size() && plan.pieces[end].seq == seq) ++end;
+    plan.seq_first_slot[seq] = slots;
+    if (end - i > 1) {
+      for (size_t k = i; k < end; ++k) plan.pieces[k].slot = slots++;
+    }
+    plan.seq_first_slot[seq + 1] = slots;
+    i = end;
   }
   return plan;
 }
