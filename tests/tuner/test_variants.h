@@ -101,11 +101,13 @@ class ScriptedKernel final : public Variant {
   ScriptedKernel(std::string name, int64_t sleep_us, Mode mode, std::string identity = "scripted")
       : name_(std::move(name)), identity_(std::move(identity)), sleep_us_(sleep_us), mode_(mode) {}
   void set_mode(Mode m) { mode_ = m; }
+  // The backend it claims (it always computes on the host).
+  void set_backend(Backend b) { backend_ = b; }
   // Extra sleep per sequence of the batch: a cost that grows with the shape.
   void set_sleep_per_sequence_us(int64_t us) { sleep_per_seq_us_ = us; }
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return "test: scripted reference kernel"; }
-  Backend backend() const override { return Backend::kHost; }
+  Backend backend() const override { return backend_; }
   std::string_view code_identity() const override { return identity_; }
   ParamSpace param_space() const override { return {}; }
   Support can_implement(const DecodeShape&, const LaunchParams&) const override {
@@ -137,6 +139,7 @@ class ScriptedKernel final : public Variant {
   int64_t sleep_us_;
   int64_t sleep_per_seq_us_ = 0;
   Mode mode_;
+  Backend backend_ = Backend::kHost;
 };
 
 // ---- The planted variants of the seed failure, behind the C ABI --------------------------------

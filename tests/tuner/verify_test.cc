@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "db/sqlite_util.h"
+#include "mla_decode/memory.h"
 #include "tuner/test_variants.h"
 #include "tuner/tune.h"
 
@@ -129,6 +130,30 @@ TEST_F(VerifyTest, IsolatedHangingWinnerIsKilledByTheWatchdog) {
   const VerifySummary s = verify(registry_, o);
   EXPECT_EQ(s.failed, 2);
   EXPECT_NE(report_.find("hung: no progress for 2 s"), std::string::npos) << report_;
+}
+
+// A failed winner after which the device is unusable ends the worker ("lost"); the next worker
+// goes on after it. Here the winner claims the GPU backend, which this process cannot use: the
+// gate records it as failed and the device probe after it fails.
+TEST_F(VerifyTest, IsolatedUnusableDeviceAfterAFailureRestartsAfterIt) {
+  try {
+    memory_space(Backend::kHip).synchronize();
+    GTEST_SKIP() << "a GPU is usable here: the probe would not fail";
+  } catch (const std::exception&) {
+  }
+  ScriptedKernel on_gpu("exact", 0, ScriptedKernel::Mode::kCorrect, "exact-v1");
+  on_gpu.set_backend(Backend::kHip);
+  Registry r;
+  r.add_borrowed(&on_gpu);
+  const VerifySummary s = verify(r, isolated());
+  EXPECT_EQ(s.failed, 2);
+  EXPECT_EQ(s.passed, 0);
+  size_t restarts = 0;
+  for (size_t at = 0; (at = report_.find("did not survive", at)) != std::string::npos; ++at) {
+    ++restarts;
+  }
+  EXPECT_EQ(restarts, 2u) << report_;
+  EXPECT_NE(report_.find("verified 2 winners: 0 passed, 2 failed"), std::string::npos) << report_;
 }
 
 TEST_F(VerifyTest, IsolatedErrorsKeepTheirKind) {
