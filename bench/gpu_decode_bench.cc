@@ -72,6 +72,7 @@ struct Prepared {
   std::string source;  // "db" or "sweep"
   double kv_bytes = 0, flops = 0;
   DeviceBuffer out, ws;
+  std::vector<int32_t> plan;  // host memory, for variants with a plan
 };
 
 std::vector<std::unique_ptr<Prepared>> g_prepared;
@@ -148,6 +149,9 @@ void prepare(MemorySpace& m, const Registry& registry, const WinnerTable* table,
           args.out = static_cast<uint16_t*>(p->out.data());
           args.workspace = ws.data();
           args.workspace_bytes = ws.size();
+          const std::vector<int32_t> plan = plan_launch(*v, s, lp, p->input->spec().kv_lens);
+          args.plan = plan.data();
+          args.plan_words = plan.size();
           v->run(s, lp, args);
           m.synchronize();
           double t = median_seconds(
@@ -166,6 +170,7 @@ void prepare(MemorySpace& m, const Registry& registry, const WinnerTable* table,
     }
     if (!p->variant) throw std::runtime_error(std::string(sh.label) + ": no variant implements it");
     p->ws = DeviceBuffer(m, p->variant->workspace_bytes(s, p->params));
+    p->plan = plan_launch(*p->variant, s, p->params, p->input->spec().kv_lens);
     std::printf("%-26s %s %s (%s)\n", sh.label, std::string(p->variant->name()).c_str(),
                 p->params.to_string().c_str(), p->source.c_str());
     g_prepared.push_back(std::move(p));
@@ -178,6 +183,8 @@ void BM_Decode(benchmark::State& state, Prepared* p) {
   args.out = static_cast<uint16_t*>(p->out.data());
   args.workspace = p->ws.data();
   args.workspace_bytes = p->ws.size();
+  args.plan = p->plan.data();
+  args.plan_words = p->plan.size();
   auto timer = m.make_timer();
   for (auto _ : state) {
     m.flush_caches(kFlushBytes);

@@ -181,6 +181,12 @@ std::optional<gate_detail::Failure> BucketValidator::run_case(
   GuardedBuffer lse(memory, s.return_lse ? static_cast<size_t>(s.rows()) * sizeof(float) : 0);
   GuardedBuffer ws(memory, ws_bytes);
   DeviceBuffer first_out(memory, out.size()), first_lse(memory, lse.size());
+  std::vector<int32_t> plan;
+  try {
+    plan = plan_launch(v, s, p, c.spec.kv_lens);
+  } catch (const LaunchError& e) {
+    return Failure{Disposition::kLaunchError, std::string("plan: ") + e.what(), c.label};
+  }
   for (int32_t run = 0; run < settings_.repeats; ++run) {
     out.refill();
     lse.refill();
@@ -190,6 +196,8 @@ std::optional<gate_detail::Failure> BucketValidator::run_case(
     a.lse = s.return_lse ? reinterpret_cast<float*>(lse.payload()) : nullptr;
     a.workspace = ws.payload();
     a.workspace_bytes = ws_bytes;
+    a.plan = plan.empty() ? nullptr : plan.data();
+    a.plan_words = plan.size();
     ++t.validation_runs;
     heartbeat();
     memory.synchronize();

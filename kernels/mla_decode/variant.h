@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -19,7 +20,9 @@ struct LaunchParams {
   int32_t kv_splits = 1;   // KV splits per sequence, merged by an LSE combine step
   int32_t kv_tile = 0;     // keys per tile of the inner loop
   int32_t block_rows = 0;  // query rows (heads x qlen) per workgroup (GPU)
-  int32_t workers = 0;     // host worker threads
+  // Host variants: worker threads. GPU persistent variants: resident workgroups per SM (their
+  // plan deals the batch to that many times the device's SM count, over the row groups).
+  int32_t workers = 0;
 
   bool operator==(const LaunchParams&) const = default;
   std::string to_string() const;  // "splits=4 tile=64 rows=0 workers=2"
@@ -64,6 +67,16 @@ class Variant {
   // Whether this variant computes `shape` correctly with `params`, as far as it knows.
   virtual Support can_implement(const DecodeShape& shape, const LaunchParams& params) const = 0;
   virtual size_t workspace_bytes(const DecodeShape& shape, const LaunchParams& params) const = 0;
+  // Host-side planning (design.md §7), for variants whose launch depends on the batch's lengths,
+  // such as persistent scheduling. plan_words() is 0 for a variant without a plan, else the most
+  // 32-bit words the plan of any lengths of `shape` takes. plan() writes the plan of `kv_lens`
+  // (host memory, [batch]) into `out` and returns the words used; it throws LaunchError for
+  // lengths outside the shape or an `out` too small. run() of such a variant then needs
+  // DecodeArgs::plan to hold that plan and refuses a missing, foreign or malformed one with
+  // LaunchError; it never plans again itself.
+  virtual size_t plan_words(const DecodeShape&, const LaunchParams&) const { return 0; }
+  virtual size_t plan(const DecodeShape& shape, const LaunchParams& params,
+                      std::span<const int32_t> kv_lens, std::span<int32_t> out) const;
   // Runs synchronously (host) or enqueues (GPU). Throws LaunchError on failure.
   virtual void run(const DecodeShape& shape, const LaunchParams& params,
                    const DecodeArgs& args) const = 0;
@@ -72,5 +85,10 @@ class Variant {
     return int64_t{p.kv_splits} * 1000 + p.workers;
   }
 };
+
+// The plan of a launch of `v` over `kv_lens` (empty for a variant without one), for
+// DecodeArgs::plan and plan_words. Throws LaunchError as Variant::plan.
+std::vector<int32_t> plan_launch(const Variant& v, const DecodeShape& shape,
+                                 const LaunchParams& params, std::span<const int32_t> kv_lens);
 
 }  // namespace mlatune

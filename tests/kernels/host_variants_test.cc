@@ -153,6 +153,9 @@ Outputs run_variant(const Variant& v, const Problem& p, const LaunchParams& lp) 
   a.lse = s.return_lse ? o.lse.data() : nullptr;
   a.workspace = ws ? o.ws.data() : nullptr;
   a.workspace_bytes = ws;
+  const std::vector<int32_t> plan = plan_launch(v, s, lp, p.kv_lens);
+  a.plan = plan.data();
+  a.plan_words = plan.size();
   v.run(s, lp, a);
   for (size_t i = 0; i < kGuardElems; ++i) {
     EXPECT_EQ(o.out[s.out_elems() + i], kGuard) << "out guard overwritten";
@@ -443,7 +446,15 @@ TEST(HostVariants, NullPointersAndBadSequencesThrow) {
     good.lse = lse.data();
     good.workspace = ws.data();
     good.workspace_bytes = ws.size();
+    const std::vector<int32_t> plan = plan_launch(*v, p.shape, lp, p.kv_lens);
+    good.plan = plan.data();
+    good.plan_words = plan.size();
     EXPECT_NO_THROW(v->run(p.shape, lp, good));
+    if (!plan.empty()) {
+      DecodeArgs a = good;
+      a.plan = nullptr;
+      EXPECT_THROW(v->run(p.shape, lp, a), LaunchError) << v->name() << " without its plan";
+    }
     for (int which = 0; which < 6; ++which) {
       DecodeArgs a = good;
       if (which == 0) a.q = nullptr;
