@@ -46,6 +46,9 @@ const Shape kShapes[] = {
     {"h16_q1_b64_kv8192_bf16", 16, 1, 64, 8192, DType::kBF16, DType::kBF16},
     {"h16_q1_b64_kv8192_fp8", 16, 1, 64, 8192, DType::kBF16, DType::kFP8E4M3FN},
     {"h16_q1_b64_kv8192_fp8q_fp8", 16, 1, 64, 8192, DType::kFP8E4M3FN, DType::kFP8E4M3FN},
+    {"h16_q1_b64_kv16384_fp8", 16, 1, 64, 16384, DType::kBF16, DType::kFP8E4M3FN},
+    {"h16_q1_b128_kv8192_fp8", 16, 1, 128, 8192, DType::kBF16, DType::kFP8E4M3FN},
+    {"h16_q1_b2_kv65536_fp8", 16, 1, 2, 65536, DType::kBF16, DType::kFP8E4M3FN},
     {"h16_q4_b64_kv8192_bf16", 16, 4, 64, 8192, DType::kBF16, DType::kBF16},
     {"h128_q1_b64_kv4096_bf16", 128, 1, 64, 4096, DType::kBF16, DType::kBF16},
 };

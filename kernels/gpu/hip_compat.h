@@ -125,6 +125,8 @@ inline constexpr hipDeviceAttribute_t hipDeviceAttributeComputeCapabilityMajor =
     cudaDevAttrComputeCapabilityMajor;
 inline constexpr hipDeviceAttribute_t hipDeviceAttributeComputeCapabilityMinor =
     cudaDevAttrComputeCapabilityMinor;
+inline constexpr hipDeviceAttribute_t hipDeviceAttributeMultiprocessorCount =
+    cudaDevAttrMultiProcessorCount;
 
 // Errors.
 inline const char* hipGetErrorString(hipError_t e) { return cudaGetErrorString(e); }

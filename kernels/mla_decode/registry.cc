@@ -51,6 +51,7 @@ Registry builtin_registry() {
   r.add_borrowed(&hip_portable_split_variant());
   r.add_borrowed(&hip_mma_split_variant());
   r.add_borrowed(&hip_mma_fp8kv_variant());
+  r.add_borrowed(&hip_mma_fp8kv_persistent_variant());
   r.add_borrowed(&hip_wgmma_split_variant());
 #endif
   return r;

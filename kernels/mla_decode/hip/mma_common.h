@@ -332,11 +332,13 @@ __device__ __forceinline__ void rescale(float (&o)[M][N][4], const float* alpha_
 
 // ---- Split-KV combine -------------------------------------------------------------------------
 
-// Layout contract of split-KV partials (both variants):
+// Layout contract of split-KV partials (every variant):
 //   part_out [batch, splits, rows, 512] fp32: a split's output normalised by its own sum of p,
 //       without kv_scale; zeros for a row that saw no key in the split.
 //   part_lse [batch, splits, rows] fp32: natural-log LSE of the split's scores, or -inf for a row
 //       that saw no key in the split (empty split, or only its causal tail).
+// Persistent variants lay the same [slot, rows] records out by the slots of their launch plan
+// (launch_plan.h): sequence b's partials are slots [seq_first_slot[b], seq_first_slot[b + 1]).
 struct CombineParams {
   const float* part_out;
   const float* part_lse;
@@ -345,39 +347,75 @@ struct CombineParams {
   int32_t rows;   // heads * qlen
   int32_t splits;
   float kv_scale;
+  // Plan layout (both set, or both null): the cut sequences to merge, and their slot ranges.
+  const int32_t* cut_seqs;
+  const int32_t* seq_first_slot;
 };
 
-// Merges the kv_splits partial results of one output row (blockIdx.x = b * rows + r): the finite
-// splits in split order, weights exp(lse_s - max); out = kv_scale * sum / total and
-// LSE = max + log(total). Deterministic: a fixed order, no atomics.
+// Merges the partial results of one output row: blockIdx.x = b * rows + r over a fixed split
+// grid, or c * rows + r for the c-th cut sequence of a plan. The finite partials in split (= key)
+// order, weights exp(lse_s - max); out = kv_scale * sum / total and LSE = max + log(total).
+// Deterministic: a fixed order, no atomics. The maximum is a block reduction (exact in any
+// order); the sums take the partials in order, kCombineBatch loads in flight per thread, because
+// with tens of partials per row a load-use chain per partial was the whole cost.
+constexpr int kCombineBatch = 8;
+
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const CombineParams c) {
-  const int64_t row = blockIdx.x;
-  const int64_t b = row / c.rows;
-  const int64_t base = b * c.splits * c.rows + row % c.rows;  // split s at base + s * rows
-  const int d = static_cast<int>(threadIdx.x) * 4;
+  constexpr int kWarps = kCombineThreads / kWarpLanes;
+  __shared__ float warp_max[kWarps];
+  const int64_t r = blockIdx.x % c.rows;
+  int64_t b = blockIdx.x / c.rows;
+  int64_t base = b * c.splits * c.rows + r;  // partial s at base + s * rows
+  int32_t splits = c.splits;
+  if (c.cut_seqs != nullptr) {
+    b = c.cut_seqs[b];
+    base = int64_t{c.seq_first_slot[b]} * c.rows + r;
+    splits = c.seq_first_slot[b + 1] - c.seq_first_slot[b];
+  }
+  const int64_t row = b * c.rows + r;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int d = tid * 4;
   float mx = kNegInf;
-  for (int s = 0; s < c.splits; ++s) mx = fmaxf(mx, c.part_lse[base + int64_t{s} * c.rows]);
+  for (int s = tid; s < splits; s += kCombineThreads) {
+    mx = fmaxf(mx, c.part_lse[base + int64_t{s} * c.rows]);
+  }
+  for (int off = kWarpLanes / 2; off > 0; off /= 2) mx = fmaxf(mx, mlatune_shfl_xor(mx, off));
+  if (tid % kWarpLanes == 0) warp_max[tid / kWarpLanes] = mx;
+  __syncthreads();
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, warp_max[w]);
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   float total = 0.0f;
   if (mx != kNegInf) {
-    for (int s = 0; s < c.splits; ++s) {
-      const int64_t slot = base + int64_t{s} * c.rows;
-      const float ls = c.part_lse[slot];
-      if (ls == kNegInf) continue;  // contributes exactly 0
-      const float w = expf(ls - mx);
-      total += w;
-      const float4 v = *reinterpret_cast<const float4*>(c.part_out + slot * kHeadDimV + d);
-      acc[0] += w * v.x;
-      acc[1] += w * v.y;
-      acc[2] += w * v.z;
-      acc[3] += w * v.w;
+    for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
+      float ls[kCombineBatch];
+      float4 v[kCombineBatch];
+#pragma unroll
+      for (int j = 0; j < kCombineBatch; ++j) {
+        // Past the last partial: -inf and no load. A partial of -inf may hold anything (a split
+        // without keys need not write its output): its bytes are loaded but never used.
+        const int64_t slot = base + int64_t{s0 + j} * c.rows;
+        ls[j] = s0 + j < splits ? c.part_lse[slot] : kNegInf;
+        v[j] = s0 + j < splits ? *reinterpret_cast<const float4*>(c.part_out + slot * kHeadDimV + d)
+                               : float4{0.0f, 0.0f, 0.0f, 0.0f};
+      }
+#pragma unroll
+      for (int j = 0; j < kCombineBatch; ++j) {
+        if (ls[j] == kNegInf) continue;  // contributes exactly 0
+        const float w = expf(ls[j] - mx);
+        total += w;
+        acc[0] += w * v[j].x;
+        acc[1] += w * v[j].y;
+        acc[2] += w * v[j].z;
+        acc[3] += w * v[j].w;
+      }
     }
   }
   // No split saw a key (impossible for valid shapes, L >= qlen): zeros and -inf, never NaN.
   const float scale = total > 0.0f ? c.kv_scale / total : 0.0f;
   *reinterpret_cast<uint2*>(c.out + row * kHeadDimV + d) = uint2{
       pack_bf16x2(acc[0] * scale, acc[1] * scale), pack_bf16x2(acc[2] * scale, acc[3] * scale)};
-  if (c.lse != nullptr && threadIdx.x == 0) {
+  if (c.lse != nullptr && tid == 0) {
     c.lse[row] = total > 0.0f ? mx + logf(total) : kNegInf;
   }
 }
@@ -427,6 +465,26 @@ inline void launch_combine(const DecodeShape& s, int32_t splits, const float* pa
   c.splits = splits;
   c.kv_scale = s.kv_scale;
   combine_kernel<<<dim3(static_cast<unsigned>(s.rows())), dim3(kCombineThreads), 0, nullptr>>>(c);
+  hip_check_launch(what);
+}
+
+// Enqueues the combine kernel over the rows of a plan's `cut_count` cut sequences (device copies
+// of the plan's cut list and slot ranges). Throws LaunchError.
+inline void launch_plan_combine(const DecodeShape& s, int32_t cut_count, const int32_t* cut_seqs,
+                                const int32_t* seq_first_slot, const float* part_out,
+                                const float* part_lse, uint16_t* out, float* lse,
+                                const char* what) {
+  CombineParams c{};
+  c.part_out = part_out;
+  c.part_lse = part_lse;
+  c.out = out;
+  c.lse = lse;
+  c.rows = s.qlen * s.heads;
+  c.kv_scale = s.kv_scale;
+  c.cut_seqs = cut_seqs;
+  c.seq_first_slot = seq_first_slot;
+  const int64_t blocks = int64_t{cut_count} * c.rows;
+  combine_kernel<<<dim3(static_cast<unsigned>(blocks)), dim3(kCombineThreads), 0, nullptr>>>(c);
   hip_check_launch(what);
 }
 

@@ -1,4 +1,4 @@
-// hip_mma_fp8kv_v1: the fp8-KV member of the GPU MLA decode family (mma_fp8kv.hip). Plain C++
+// hip_mma_fp8kv_v1 and hip_mma_fp8kv_persistent_v1: the fp8-KV members of the GPU MLA decode family (mma_fp8kv.hip). Plain C++
 // header: callers need no GPU compiler.
 #pragma once
 
@@ -10,5 +10,9 @@ namespace mlatune {
 // kept as raw fp8 in shared memory and converted in registers; LSE-merge combine kernel when
 // kv_splits > 1. Refuses every shape on other platforms.
 const Variant& hip_mma_fp8kv_variant();  // name "hip_mma_fp8kv_v1"
+
+// The same kernel over a host-side launch plan (Variant::plan): persistent workgroups, `workers`
+// per SM, deal the batch's KV tiles among themselves; only cut sequences are combined.
+const Variant& hip_mma_fp8kv_persistent_variant();  // name "hip_mma_fp8kv_persistent_v1"
 
 }  // namespace mlatune

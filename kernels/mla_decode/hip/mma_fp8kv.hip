@@ -46,11 +46,16 @@
 // the rows of later tiles into L2, per row or per line, measured slower on the H200: the L2,
 // not DRAM latency, was the busier side, and kv_tile 32 keeps 3 tiles in flight anyway.)
 //
+// hip_mma_fp8kv_persistent_v1 runs the same workgroup code (attend_piece) over the pieces of a
+// host-side launch plan instead of a split grid: see its section at the end.
+//
 // Deterministic: fixed reduction orders, no atomics. NVIDIA sm_89+ only (cvt e4m3x2); elsewhere
 // can_implement refuses and the kernel body is compiled out.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -60,10 +65,13 @@
 #include "mla_decode/hip/hip_check.h"
 #include "mla_decode/hip/mma_common.h"
 #include "mla_decode/hip/mma_fp8kv.h"
+#include "mla_decode/launch_plan.h"
+#include "mla_decode/work_plan.h"
 
 #if defined(MLATUNE_STANDALONE_CHECK)
 namespace mlatune::code_identity {
 inline constexpr std::string_view k_hip_mma_fp8kv_v1 = "standalone-check";
+inline constexpr std::string_view k_hip_mma_fp8kv_persistent_v1 = "standalone-check";
 }  // namespace mlatune::code_identity
 #else
 #include "mla_decode/code_identity.h"
@@ -402,10 +410,16 @@ __device__ __forceinline__ void pv_tile(const uint16_t* p_s, const uint8_t* stag
 #define FP8KV_BOUNDS __launch_bounds__(kThreads)
 #endif
 
-template <int KT>
-__global__ void FP8KV_BOUNDS fp8kv_kernel(const Params p) {
 #if FP8KV_KERNEL
+// One work item: query rows [16 group, 16 group + 16) over keys [key_lo, key_hi) of sequence b
+// (both clamped to its length), written straight to out (slot < 0) or as the partial record of
+// `slot` (mma_common.h's layout, slot = b * splits + split for a split grid). Leaves shared memory
+// and the cp.async groups free for the next item once every thread has passed a barrier.
+template <int KT>
+__device__ __forceinline__ void attend_piece(const Params& p, int32_t group, int32_t b,
+                                             int32_t key_lo, int32_t key_hi, int32_t slot) {
   using C = Cfg<KT>;
+  // Declared here, not passed in: a pointer parameter would lose the shared address space.
   extern __shared__ __align__(16) uint8_t smem[];
   uint8_t* const stage_s = smem;
   uint8_t* const q_s = smem + C::kScratchOff;  // Q first, then the partial scores
@@ -420,15 +434,10 @@ __global__ void FP8KV_BOUNDS fp8kv_kernel(const Params p) {
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / kWarpLanes;
   const int lane = tid % kWarpLanes;
-  const int32_t group = static_cast<int32_t>(blockIdx.x % p.groups);
-  const int32_t split = static_cast<int32_t>(blockIdx.x / p.groups % p.splits);
-  const int32_t b = static_cast<int32_t>(blockIdx.x / p.groups / p.splits);
-
   int32_t len = p.kv_lens[b];
   len = len < 0 ? 0 : imin(len, p.max_len);
-  const int32_t chunk = (len + p.splits - 1) / p.splits;
-  const int32_t lo = imin(len, split * chunk);
-  const int32_t hi = imin(len, lo + chunk);
+  const int32_t lo = imin(len, key_lo);
+  const int32_t hi = imin(len, key_hi);
   const int32_t row0 = group * kRows;
   const int32_t last_token = (imin(p.rows, row0 + kRows) - 1) / p.heads;
   const int32_t end = imin(hi, len - p.qlen + last_token + 1);
@@ -502,8 +511,8 @@ __global__ void FP8KV_BOUNDS fp8kv_kernel(const Params p) {
   // E.c1, O.c1) for row g and (E.c2, O.c2, E.c3, O.c3) for row g + 8.
   const int g = lane >> 2;
   const int t4 = lane & 3;
-  const bool direct = p.splits == 1;
-  const int64_t part_row0 = (int64_t{b} * p.splits + split) * p.rows;
+  const bool direct = slot < 0;
+  const int64_t part_row0 = int64_t{slot} * p.rows;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int rl = g + half * 8;
@@ -537,43 +546,131 @@ __global__ void FP8KV_BOUNDS fp8kv_kernel(const Params p) {
       p.lse[int64_t{b} * p.rows + r] = lse;
     }
   }
+}
+#endif  // FP8KV_KERNEL
+
+// A split grid: workgroup (b, split, group) in blockIdx.x order group-fastest.
+template <int KT>
+__global__ void FP8KV_BOUNDS fp8kv_kernel(const Params p) {
+#if FP8KV_KERNEL
+  const int32_t group = static_cast<int32_t>(blockIdx.x % p.groups);
+  const int32_t split = static_cast<int32_t>(blockIdx.x / p.groups % p.splits);
+  const int32_t b = static_cast<int32_t>(blockIdx.x / p.groups / p.splits);
+  int32_t len = p.kv_lens[b];
+  len = len < 0 ? 0 : imin(len, p.max_len);
+  const int32_t chunk = (len + p.splits - 1) / p.splits;
+  const int32_t lo = imin(len, split * chunk);
+  attend_piece<KT>(p, group, b, lo, lo + chunk, p.splits == 1 ? -1 : b * p.splits + split);
 #else
   (void)p;
 #endif
 }
 
+// Persistent: workgroup (worker, group) runs the worker's pieces of the launch plan in order
+// (device copies of the plan's worker ranges and pieces, launch_plan.h; partials are laid out by
+// the plan's slots). The plan is a parameter of its own: a larger Params made ptxas spill in the
+// split kernel.
+template <int KT>
+__global__ void FP8KV_BOUNDS fp8kv_persistent_kernel(const Params p, const int32_t* worker_first,
+                                                     const int4* pieces) {
+#if FP8KV_KERNEL
+  // Only the piece index lives across a piece: the rest is re-read (registers are at the limit).
+  const auto worker = [&] { return static_cast<int32_t>(blockIdx.x / p.groups); };
+  for (int32_t i = worker_first[worker()]; i < worker_first[worker() + 1]; ++i) {
+    const int4 piece = pieces[i];  // seq, key_begin, key_end, slot
+    attend_piece<KT>(p, static_cast<int32_t>(blockIdx.x % p.groups), piece.x, piece.y, piece.z,
+                     piece.w);
+    async_wait<0>();
+    __syncthreads();  // the next piece reuses the stage ring, Q and the row statistics
+  }
+#else
+  (void)p, (void)worker_first, (void)pieces;
+#endif
+}
+
 // ---- Host side --------------------------------------------------------------------------------
 
-using KernelFn = void (*)(Params);
-
-struct KernelInfo {
-  KernelFn fn = nullptr;
+// The kernels of a kv_tile: the split grid, the persistent one, and their shared memory.
+struct Kernels {
+  void (*split)(Params) = nullptr;
+  void (*persistent)(Params, const int32_t*, const int4*) = nullptr;
   size_t smem = 0;
 };
 
-KernelInfo find_kernel(int32_t kv_tile) {
+// The persistent kernel exists for kv_tile 64 only: at 32 it spilled registers.
+Kernels find_kernels(int32_t kv_tile) {
   switch (kv_tile) {
     case 32:
-      return {&fp8kv_kernel<32>, Cfg<32>::kSmemBytes};
+      return {&fp8kv_kernel<32>, nullptr, Cfg<32>::kSmemBytes};
     case 64:
-      return {&fp8kv_kernel<64>, Cfg<64>::kSmemBytes};
+      return {&fp8kv_kernel<64>, &fp8kv_persistent_kernel<64>, Cfg<64>::kSmemBytes};
     default:
       return {};
   }
 }
 
-int64_t partial_rows(const DecodeShape& s, const LaunchParams& p) {
-  return int64_t{s.batch} * p.kv_splits * s.qlen * s.heads;
+void allow_smem(const void* fn, size_t smem) {
+  MLATUNE_HIP_CHECK(hipFuncSetAttribute(fn, hipFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem)));
 }
+
+int32_t row_groups(const DecodeShape& s) { return (s.qlen * s.heads + kRows - 1) / kRows; }
+
+int32_t max_len_of(const DecodeShape& s) {
+  return static_cast<int32_t>(
+      std::min<int64_t>(int64_t{s.max_pages_per_seq} * s.page_size, kMaxKvLen));
+}
+
+// What both variants refuse alike (after their own parameter space check).
+Support check_shape(const DecodeShape& s) {
+  if constexpr (!MLATUNE_GPU_NVIDIA) {
+    return Support::no("NVIDIA only (cvt.rn.f16x2.e4m3x2, mma.sync)");
+  }
+  if (auto err = validate(s)) return Support::no("invalid shape: " + *err);
+  if (s.kv_dtype != DType::kFP8E4M3FN) return Support::no("KV must be fp8_e4m3fn");
+  if (s.q_dtype != DType::kBF16 && s.q_dtype != DType::kFP8E4M3FN) {
+    return Support::no("q must be bf16 or fp8_e4m3fn");
+  }
+  return Support::yes();
+}
+
+// The launch's kernel parameters but for the split grid / plan fields.
+Params make_params(const DecodeShape& s, const DecodeArgs& a, float* part_out) {
+  Params p{};
+  p.q = a.q;
+  p.kv = static_cast<const uint8_t*>(a.kv);
+  p.block_table = a.block_table;
+  p.kv_lens = a.kv_lens;
+  p.out = a.out;
+  p.lse = s.return_lse ? a.lse : nullptr;
+  p.part_out = part_out;
+  p.heads = s.heads;
+  p.qlen = s.qlen;
+  p.rows = s.qlen * s.heads;
+  p.groups = row_groups(s);
+  p.splits = 1;
+  p.page = gpu::FastDiv(static_cast<uint32_t>(s.page_size));
+  p.max_pages = s.max_pages_per_seq;
+  p.max_len = max_len_of(s);
+  p.q_dtype = s.q_dtype;
+  p.scale_log2 = static_cast<float>(static_cast<double>(s.sm_scale) * s.q_scale * s.kv_scale *
+                                    1.4426950408889634);
+  p.kv_scale = s.kv_scale;
+  return p;
+}
+
+constexpr std::string_view kDescription =
+    "the KV tile kept as raw fp8 in shared memory and converted to f16 in registers per "
+    "fragment: f16 mma.sync for Q K^T (Q scaled per row by a power of two, its fragments held in "
+    "registers) and for P V (f16 P), LSE-merge combine kernel; NVIDIA sm_89+ only";
 
 class MmaFp8KvVariant final : public Variant {
  public:
   std::string_view name() const override { return kName; }
   std::string_view description() const override {
-    return "GPU tensor cores for fp8 (e4m3fn) KV: split-KV, 16 query rows per workgroup, the KV "
-           "tile kept as raw fp8 in shared memory and converted to f16 in registers per "
-           "fragment: f16 mma.sync for Q K^T (Q scaled per row by a power of two, its fragments "
-           "held in registers) and for P V (f16 P), LSE-merge combine kernel; NVIDIA sm_89+ only";
+    static const std::string d = "GPU tensor cores for fp8 (e4m3fn) KV: split-KV, 16 query rows "
+                                 "per workgroup, " + std::string(kDescription);
+    return d;
   }
   Backend backend() const override { return Backend::kHip; }
   std::string_view code_identity() const override { return code_identity::k_hip_mma_fp8kv_v1; }
@@ -586,24 +683,21 @@ class MmaFp8KvVariant final : public Variant {
     return p;
   }
   Support can_implement(const DecodeShape& s, const LaunchParams& p) const override {
-    if constexpr (!MLATUNE_GPU_NVIDIA) {
-      return Support::no("NVIDIA only (cvt.rn.f16x2.e4m3x2, mma.sync)");
-    }
-    if (auto err = validate(s)) return Support::no("invalid shape: " + *err);
     if (!param_space().contains(p)) {
       return Support::no("launch params " + p.to_string() + " outside the parameter space");
     }
-    if (s.kv_dtype != DType::kFP8E4M3FN) return Support::no("KV must be fp8_e4m3fn");
-    if (s.q_dtype != DType::kBF16 && s.q_dtype != DType::kFP8E4M3FN) {
-      return Support::no("q must be bf16 or fp8_e4m3fn");
-    }
-    return Support::yes();
+    return check_shape(s);
   }
   size_t workspace_bytes(const DecodeShape& s, const LaunchParams& p) const override {
     if (validate(s) || p.kv_splits <= 1) return 0;
     return static_cast<size_t>(partial_rows(s, p)) * (kHeadDimV + 1) * sizeof(float);
   }
   void run(const DecodeShape& s, const LaunchParams& p, const DecodeArgs& a) const override;
+
+ private:
+  static int64_t partial_rows(const DecodeShape& s, const LaunchParams& p) {
+    return int64_t{s.batch} * p.kv_splits * s.qlen * s.heads;
+  }
 };
 
 void MmaFp8KvVariant::run(const DecodeShape& s, const LaunchParams& lp, const DecodeArgs& a) const {
@@ -611,36 +705,13 @@ void MmaFp8KvVariant::run(const DecodeShape& s, const LaunchParams& lp, const De
   if (!sup.ok) throw LaunchError(std::string(kName) + ": " + sup.reason);
   const size_t ws = workspace_bytes(s, lp);
   check_launch_args(kName, s, a, ws);
-  const KernelInfo k = find_kernel(lp.kv_tile);
-  const int32_t rows = s.qlen * s.heads;
-  Params p{};
-  p.q = a.q;
-  p.kv = static_cast<const uint8_t*>(a.kv);
-  p.block_table = a.block_table;
-  p.kv_lens = a.kv_lens;
-  p.out = a.out;
-  p.lse = s.return_lse ? a.lse : nullptr;
-  p.part_out = static_cast<float*>(a.workspace);
-  p.part_lse = ws > 0 ? p.part_out + partial_rows(s, lp) * kHeadDimV : nullptr;
-  p.heads = s.heads;
-  p.qlen = s.qlen;
-  p.rows = rows;
-  p.groups = (rows + kRows - 1) / kRows;
+  Params p = make_params(s, a, static_cast<float*>(a.workspace));
   p.splits = lp.kv_splits;
-  p.page = gpu::FastDiv(static_cast<uint32_t>(s.page_size));
-  p.max_pages = s.max_pages_per_seq;
-  p.max_len = static_cast<int32_t>(
-      std::min<int64_t>(int64_t{s.max_pages_per_seq} * s.page_size, kMaxKvLen));
-  p.q_dtype = s.q_dtype;
-  p.scale_log2 = static_cast<float>(static_cast<double>(s.sm_scale) * s.q_scale * s.kv_scale *
-                                    1.4426950408889634);
-  p.kv_scale = s.kv_scale;
-
+  p.part_lse = ws > 0 ? p.part_out + partial_rows(s, lp) * kHeadDimV : nullptr;
+  const Kernels k = find_kernels(lp.kv_tile);
+  allow_smem(reinterpret_cast<const void*>(k.split), k.smem);
   const int64_t blocks = int64_t{s.batch} * lp.kv_splits * p.groups;
-  MLATUNE_HIP_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
-                                        hipFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(k.smem)));
-  k.fn<<<dim3(static_cast<unsigned>(blocks)), dim3(kThreads), k.smem, nullptr>>>(p);
+  k.split<<<dim3(static_cast<unsigned>(blocks)), dim3(kThreads), k.smem, nullptr>>>(p);
   hip_check_launch("fp8kv_kernel");
   if (lp.kv_splits > 1) {
     launch_combine(s, lp.kv_splits, p.part_out, p.part_lse, a.out, p.lse,
@@ -648,10 +719,132 @@ void MmaFp8KvVariant::run(const DecodeShape& s, const LaunchParams& lp, const De
   }
 }
 
+// ---- hip_mma_fp8kv_persistent_v1 ----------------------------------------------------------------
+//
+// The same workgroup code over a host-side launch plan (launch_plan.h): `workers` resident
+// workgroups per SM, i.e. W = max(1, workers x SMs / row groups) plan workers, each run by one
+// workgroup per row group, deal the batch's tiles among themselves (long sequences cut, short
+// ones shared); the combine kernel merges the cut sequences only. Workspace: the plan's words
+// (copied there on the launch's stream), then the partial records of max_plan_slots slots.
+
+constexpr std::string_view kPersistentName = "hip_mma_fp8kv_persistent_v1";
+
+class MmaFp8KvPersistentVariant final : public Variant {
+ public:
+  std::string_view name() const override { return kPersistentName; }
+  std::string_view description() const override {
+    static const std::string d = "GPU tensor cores for fp8 (e4m3fn) KV: persistent workgroups "
+                                 "over a host-side plan (cut and shared sequences), " +
+                                 std::string(kDescription);
+    return d;
+  }
+  Backend backend() const override { return Backend::kHip; }
+  std::string_view code_identity() const override {
+    return code_identity::k_hip_mma_fp8kv_persistent_v1;
+  }
+  ParamSpace param_space() const override {
+    ParamSpace p;
+    p.kv_tile = {64};
+    p.block_rows = {16};
+    p.workers = {2};  // two workgroups fit an SM (__launch_bounds__, shared memory)
+    return p;
+  }
+  Support can_implement(const DecodeShape& s, const LaunchParams& p) const override {
+    if (!param_space().contains(p)) {
+      return Support::no("launch params " + p.to_string() + " outside the parameter space");
+    }
+    return check_shape(s);
+  }
+  size_t plan_words(const DecodeShape& s, const LaunchParams& p) const override {
+    if (!can_implement(s, p).ok) return 0;
+    return static_cast<size_t>(max_plan_words(s.batch, plan_workers(s, p)));
+  }
+  size_t plan(const DecodeShape& s, const LaunchParams& p, std::span<const int32_t> kv_lens,
+              std::span<int32_t> out) const override {
+    const Support sup = can_implement(s, p);
+    if (!sup.ok) throw LaunchError(std::string(kPersistentName) + ": " + sup.reason);
+    if (kv_lens.size() != static_cast<size_t>(s.batch)) {
+      throw LaunchError(std::string(kPersistentName) + ": " + std::to_string(kv_lens.size()) +
+                        " lengths for a batch of " + std::to_string(s.batch));
+    }
+    try {
+      return static_cast<size_t>(encode_plan(
+          plan_work(kv_lens, p.kv_tile, plan_workers(s, p), max_len_of(s)), out));
+    } catch (const std::invalid_argument& e) {
+      throw LaunchError(std::string(kPersistentName) + ": " + e.what());
+    }
+  }
+  size_t workspace_bytes(const DecodeShape& s, const LaunchParams& p) const override {
+    if (!can_implement(s, p).ok) return 0;
+    return plan_bytes(s, p) + static_cast<size_t>(slot_rows(s, p)) * (kHeadDimV + 1) * sizeof(float);
+  }
+  void run(const DecodeShape& s, const LaunchParams& p, const DecodeArgs& a) const override;
+
+ private:
+  // The current device's SM count: plan and run of one launch must see the same device.
+  static int32_t sm_count() {
+    int device = 0;
+    int sms = 0;
+    MLATUNE_HIP_CHECK(hipGetDevice(&device));
+    MLATUNE_HIP_CHECK(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
+    return std::max(sms, 1);
+  }
+  static int32_t plan_workers(const DecodeShape& s, const LaunchParams& p) {
+    const int64_t w = int64_t{p.workers} * sm_count() / row_groups(s);
+    return static_cast<int32_t>(std::clamp<int64_t>(w, 1, kMaxPlanWorkers));
+  }
+  // The plan's share of the workspace, 16-byte aligned.
+  static size_t plan_bytes(const DecodeShape& s, const LaunchParams& p) {
+    return (static_cast<size_t>(max_plan_words(s.batch, plan_workers(s, p))) * 4 + 15) / 16 * 16;
+  }
+  static int64_t slot_rows(const DecodeShape& s, const LaunchParams& p) {
+    return max_plan_slots(s.batch, plan_workers(s, p)) * s.qlen * s.heads;
+  }
+};
+
+void MmaFp8KvPersistentVariant::run(const DecodeShape& s, const LaunchParams& lp,
+                                    const DecodeArgs& a) const {
+  const Support sup = can_implement(s, lp);
+  if (!sup.ok) throw LaunchError(std::string(kPersistentName) + ": " + sup.reason);
+  check_launch_args(kPersistentName, s, a, workspace_bytes(s, lp));
+  if (!a.plan) throw LaunchError(std::string(kPersistentName) + ": no plan (Variant::plan makes it)");
+  const int32_t workers = plan_workers(s, lp);
+  PlanView plan;
+  try {
+    plan = check_plan(std::span<const int32_t>(a.plan, a.plan_words), s.batch, workers, lp.kv_tile,
+                      max_len_of(s));
+  } catch (const std::invalid_argument& e) {
+    throw LaunchError(std::string(kPersistentName) + ": " + e.what());
+  }
+  int32_t* plan_dev = static_cast<int32_t*>(a.workspace);
+  MLATUNE_HIP_CHECK(hipMemcpyAsync(plan_dev, a.plan, static_cast<size_t>(plan.layout.words) * 4,
+                                   hipMemcpyHostToDevice, nullptr));
+  Params p = make_params(s, a, reinterpret_cast<float*>(
+                                   static_cast<uint8_t*>(a.workspace) + plan_bytes(s, lp)));
+  p.part_lse = p.part_out + slot_rows(s, lp) * kHeadDimV;
+  const Kernels k = find_kernels(lp.kv_tile);
+  allow_smem(reinterpret_cast<const void*>(k.persistent), k.smem);
+  const int64_t blocks = int64_t{workers} * p.groups;
+  k.persistent<<<dim3(static_cast<unsigned>(blocks)), dim3(kThreads), k.smem, nullptr>>>(
+      p, plan_dev + plan.layout.worker_first,
+      reinterpret_cast<const int4*>(plan_dev + plan.layout.pieces));
+  hip_check_launch("fp8kv_persistent_kernel");
+  if (plan.cut_seqs > 0) {
+    launch_plan_combine(s, plan.cut_seqs, plan_dev + plan.layout.cut_seqs,
+                        plan_dev + plan.layout.seq_first_slot, p.part_out, p.part_lse, a.out, p.lse,
+                        "mma_fp8kv_persistent combine_kernel");
+  }
+}
+
 }  // namespace
 
 const Variant& hip_mma_fp8kv_variant() {
   static const MmaFp8KvVariant v;
+  return v;
+}
+
+const Variant& hip_mma_fp8kv_persistent_variant() {
+  static const MmaFp8KvPersistentVariant v;
   return v;
 }
 
