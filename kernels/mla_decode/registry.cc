@@ -15,6 +15,12 @@
 
 namespace mlatune {
 
+#if defined(MLATUNE_WITH_MFMA)
+// mla_decode/hip/mfma_split.hip. Declared here rather than in a header under hip/: every header
+// there counts in every GPU variant's code identity, and this one exists in AMD builds only.
+const Variant& hip_mfma_split_variant();  // name "hip_mfma_split_v1"
+#endif
+
 void Registry::add(std::unique_ptr<Variant> v) {
   if (!v) throw std::invalid_argument("registry: null variant");
   insert(v.get());
@@ -53,6 +59,9 @@ Registry builtin_registry() {
   r.add_borrowed(&hip_mma_fp8kv_variant());
   r.add_borrowed(&hip_mma_fp8kv_persistent_variant());
   r.add_borrowed(&hip_wgmma_split_variant());
+#endif
+#if defined(MLATUNE_WITH_MFMA)
+  r.add_borrowed(&hip_mfma_split_variant());
 #endif
   return r;
 }
