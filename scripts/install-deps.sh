@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages mlatune needs, only those missing (idempotent).
 set -euo pipefail
 packages=(cmake ninja-build g++ libsqlite3-dev libcli11-dev libyaml-cpp-dev libbenchmark-dev
-          libgtest-dev clang-19 libamdhip64-dev)
+          libgtest-dev clang-19 libclang-rt-19-dev libfuzzer-19-dev libamdhip64-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

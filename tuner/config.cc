@@ -600,6 +600,66 @@ void check_characters(const Ctx& ctx, std::string_view text) {
   }
 }
 
+// Refuses a ',' in block context (outside every [...] and {...}) that starts a line or follows a
+// flow collection or a quoted scalar: never valid YAML, and yaml-cpp 0.7 (Debian 12) loops for
+// ever allocating on it (found by fuzz/fuzz_config). A lexer just deep enough for that: flow
+// depth, quoted scalars and comments; block scalars are not told apart (a config has none).
+void check_stray_commas(const Ctx& ctx, std::string_view text) {
+  YAML::Mark mark;
+  int depth = 0;
+  char quote = 0;    // the open quote, or 0
+  char last = '\n';  // the last non-blank character outside comments, '\n' at a line start
+  bool comment = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      comment = false;
+      if (!quote) last = '\n';
+    } else if (comment) {
+    } else if (quote) {
+      if (quote == '"' && c == '\\') {
+        ++i, ++mark.column, ++mark.pos;  // the escaped character
+      } else if (c == quote) {
+        if (quote == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
+          ++i, ++mark.column, ++mark.pos;  // '' inside '...'
+        } else {
+          quote = 0;
+          last = c;
+        }
+      }
+    } else if (c == '#' && (last == '\n' || i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) {
+      comment = true;
+    } else if (c == '"' || c == '\'') {
+      if (last == '\n' || last == ':' || last == '-' || last == '[' || last == '{' || last == ',' ||
+          last == '?' || text[i - 1] == ' ' || text[i - 1] == '\t') {
+        quote = c;
+      }
+      if (!quote) last = c;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+      last = c;
+    } else if (c == ']' || c == '}') {
+      depth = depth > 0 ? depth - 1 : 0;
+      last = c;
+    } else if (c == ',') {
+      if (depth == 0 &&
+          (last == '\n' || last == ']' || last == '}' || last == '"' || last == '\'')) {
+        ctx.fail(mark, "", "',' outside a [...] or {...} list (YAML syntax error)");
+      }
+      last = c;
+    } else if (c != ' ' && c != '\t' && c != '\r') {
+      last = c;
+    }
+    if (c == '\n') {
+      ++mark.line;
+      mark.column = 0;
+    } else {
+      ++mark.column;
+    }
+    ++mark.pos;
+  }
+}
+
 YAML::Node load_document(const Ctx& ctx, const std::string& text) {
   std::vector<YAML::Node> docs;
   try {
@@ -716,6 +776,7 @@ TuneConfig parse_config(const std::string& text, const std::string& origin) {
   const Ctx ctx(origin, text);
   check_size(ctx, text.size(), "config text");
   check_characters(ctx, text);
+  check_stray_commas(ctx, text);
   const YAML::Node root = load_document(ctx, text);
   const MapFields top(ctx, Item{root, root.Mark(), ""},
                       {"name", "backend", "sm_scale", "spaces", "tolerances", "validation",

@@ -124,9 +124,13 @@ PlanView check_plan(std::span<const int32_t> words, int32_t batch, int32_t worke
   int32_t next_cut = 0;
   int32_t i = 0;  // the first piece of sequence b
   for (int32_t b = 0; b < batch; ++b) {
-    const int32_t first = v.seq_first_slot(b);
-    const int32_t count = v.seq_first_slot(b + 1) - first;
-    if (count < 0) bad("sequence " + str(b) + "'s slot range ends first");
+    // 64-bit: the words are untrusted, their differences may not fit 32 bits (fuzz_launch_plan).
+    const int64_t first = v.seq_first_slot(b);
+    const int64_t count = int64_t{v.seq_first_slot(b + 1)} - first;
+    if (first < 0 || first > v.slots || count < 0) {
+      bad("sequence " + str(b) + "'s slot range [" + str(first) + ", " + str(first + count) +
+          ") is not inside [0, " + str(v.slots) + ")");
+    }
     if (count > 0) {
       if (count == 1) bad("sequence " + str(b) + " has one slot (a whole piece has none)");
       if (next_cut >= v.cut_seqs || v.cut_seq(next_cut) != b) {
@@ -146,7 +150,7 @@ PlanView check_plan(std::span<const int32_t> words, int32_t batch, int32_t worke
         bad(where + " ends at key " + str(p.key_end) + " (begins " + str(p.key_begin) +
             ", at most " + str(max_len) + ")");
       }
-      const int32_t want_slot = count > 0 ? first + n : -1;
+      const int64_t want_slot = count > 0 ? first + n : -1;
       if (p.slot != want_slot)
         bad(where + " writes slot " + str(p.slot) + ", not " + str(want_slot));
       key = p.key_end;

@@ -154,6 +154,20 @@ TEST(LaunchPlan, DamagedWordsAreRefusedOrHarmless) {
   EXPECT_GT(refused, 0);
 }
 
+// Found by fuzz/fuzz_launch_plan: slot-range words whose difference overflows 32 bits (undefined
+// behaviour in the reader, caught by UBSan) must be refused like any other bad range.
+TEST(LaunchPlan, SlotRangesFarOutsideTheLaunchAreRefused) {
+  const std::vector<int32_t> lens{500, 1, 4000};
+  const Encoded e = encode(lens, 64, 12, 4096);
+  const PlanView good = check_plan(e.words, 3, 12, 64, 4096);
+  for (auto [first, next] : {std::pair{INT32_MIN, 0}, {INT32_MAX, -5}, {-3, INT32_MAX}}) {
+    std::vector<int32_t> bad = e.words;
+    bad[good.layout.seq_first_slot + 1] = first;
+    bad[good.layout.seq_first_slot + 2] = next;
+    EXPECT_THROW(check_plan(bad, 3, 12, 64, 4096), std::invalid_argument) << first << " " << next;
+  }
+}
+
 TEST(LaunchPlan, EncodeNeedsRoom) {
   const WorkPlan plan = plan_work(std::vector<int32_t>{100, 200}, 64, 4, 256);
   std::vector<int32_t> small(8);
