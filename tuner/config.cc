@@ -579,6 +579,17 @@ void check_bucket_count(const Ctx& ctx, const std::vector<SpaceSource>& spaces) 
 
 // YAML allows no C0 control characters but tab, line feed and carriage return; yaml-cpp's own
 // messages for them (a NUL, say) are garbled, so they are refused first, with their position.
+// Moves `mark` past character c of the text.
+void advance(YAML::Mark& mark, char c) {
+  if (c == '\n') {
+    ++mark.line;
+    mark.column = 0;
+  } else {
+    ++mark.column;
+  }
+  ++mark.pos;
+}
+
 void check_characters(const Ctx& ctx, std::string_view text) {
   YAML::Mark mark;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -590,13 +601,7 @@ void check_characters(const Ctx& ctx, std::string_view text) {
                std::string("control character ") + hex +
                    " (only tab, line feed and carriage return are allowed)");
     }
-    if (c == '\n') {
-      ++mark.line;
-      mark.column = 0;
-    } else {
-      ++mark.column;
-    }
-    ++mark.pos;
+    advance(mark, c);
   }
 }
 
@@ -618,10 +623,10 @@ void check_stray_commas(const Ctx& ctx, std::string_view text) {
     } else if (comment) {
     } else if (quote) {
       if (quote == '"' && c == '\\') {
-        ++i, ++mark.column, ++mark.pos;  // the escaped character
+        advance(mark, text[i++]);  // the backslash; the escaped character follows
       } else if (c == quote) {
         if (quote == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
-          ++i, ++mark.column, ++mark.pos;  // '' inside '...'
+          advance(mark, text[i++]);  // the first quote of '' inside '...'
         } else {
           quote = 0;
           last = c;
@@ -650,13 +655,7 @@ void check_stray_commas(const Ctx& ctx, std::string_view text) {
     } else if (c != ' ' && c != '\t' && c != '\r') {
       last = c;
     }
-    if (c == '\n') {
-      ++mark.line;
-      mark.column = 0;
-    } else {
-      ++mark.column;
-    }
-    ++mark.pos;
+    advance(mark, c);
   }
 }
 
