@@ -4,6 +4,9 @@
 # the committed seed corpus fuzz/corpus/<target>/ (read only: new inputs go to a scratch corpus
 # under the build directory). A crash, a leak, a timeout or a sanitizer report is written to
 # <build>/findings/<target>/ and makes the script fail; the log of each run is printed.
+# FUZZ_SEED=N makes a run reproducible (CI sets it): libFuzzer's random seed is fixed and the
+# scratch corpus starts empty, so the inputs tried are a prefix (as far as the time allows) of one
+# fixed sequence, the same on every machine; a longer local run with that seed covers CI's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
@@ -17,9 +20,13 @@ for t in $targets; do names+=("fuzz_$t"); done
 cmake --build "$build" -j "$(nproc)" --target "${names[@]}"
 
 run_one() {
-  local t=$1 work=$build/corpus/$1 findings=$build/findings/$1
+  local t=$1 work=$build/corpus/$1 findings=$build/findings/$1 seed=()
+  if [[ -n ${FUZZ_SEED:-} ]]; then
+    seed=(-seed="$FUZZ_SEED")
+    rm -rf "$work"
+  fi
   mkdir -p "$work" "$findings"
-  "$build/fuzz/fuzz_$t" "$work" "fuzz/corpus/$t" -max_total_time="$seconds" -timeout=10 \
+  "$build/fuzz/fuzz_$t" "$work" "fuzz/corpus/$t" "${seed[@]}" -max_total_time="$seconds" -timeout=10 \
     -rss_limit_mb=2048 -max_len=65536 -artifact_prefix="$findings/" -print_final_stats=1 \
     >"$build/fuzz_$t.log" 2>&1
 }

@@ -605,20 +605,29 @@ void check_characters(const Ctx& ctx, std::string_view text) {
   }
 }
 
-// Refuses a ',' in block context (outside every [...] and {...}) that starts a line or follows a
-// flow collection or a quoted scalar: never valid YAML, and yaml-cpp 0.7 (Debian 12) loops for
-// ever allocating on it (found by fuzz/fuzz_config). A lexer just deep enough for that: flow
-// depth, quoted scalars and comments; block scalars are not told apart (a config has none).
+// Refuses a ',' in block context (outside every [...] and {...}) that starts a line, follows a
+// flow collection or a quoted scalar, or ends or follows an anchor (&a) or a tag (!t): never valid
+// YAML, and yaml-cpp 0.7 (Debian 12) loops for ever allocating on it (found by fuzz/fuzz_config). A
+// lexer just deep enough for that: flow depth, quoted scalars and comments; block scalars are not
+// told apart (a config has none).
 void check_stray_commas(const Ctx& ctx, std::string_view text) {
   YAML::Mark mark;
   int depth = 0;
   char quote = 0;    // the open quote, or 0
   char last = '\n';  // the last non-blank character outside comments, '\n' at a line start
   bool comment = false;
+  bool property = false;  // in or just after (blanks between) an anchor or tag word
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
+    const bool word_start =
+        i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t' || text[i - 1] == '\n';
+    if (!quote && !comment && word_start && c != ' ' && c != '\t' && c != '\n' && c != '\r' &&
+        c != ',') {
+      property = c == '&' || c == '!';
+    }
     if (c == '\n') {
       comment = false;
+      property = false;
       if (!quote) last = '\n';
     } else if (comment) {
     } else if (quote) {
@@ -648,7 +657,7 @@ void check_stray_commas(const Ctx& ctx, std::string_view text) {
       last = c;
     } else if (c == ',') {
       if (depth == 0 &&
-          (last == '\n' || last == ']' || last == '}' || last == '"' || last == '\'')) {
+          (property || last == '\n' || last == ']' || last == '}' || last == '"' || last == '\'')) {
         ctx.fail(mark, "", "',' outside a [...] or {...} list (YAML syntax error)");
       }
       last = c;

@@ -277,6 +277,12 @@ TEST(ConfigErrorTest, StrayCommasAreRefusedNotLoopedOn) {
   expect_error("[a], b\n", "1:4", msg);
   expect_error("\"a\", b\n", "1:4", msg);
   expect_error("'it''s', b\n", "1:8", msg);
+  // The fuzzer's second input: a comma ending or following a node property.
+  expect_error("&E,\x93 !'\"' \n", "1:3", msg);
+  expect_error("&anchor , b\n", "1:9", msg);
+  expect_error("!tag, b\n", "1:5", msg);
+  expect_error("&a !t , b\n", "1:7", msg);
+  EXPECT_EQ(error_of(edit("backend: host", "backend: &h host, x")).find(msg), std::string::npos);
   // The fuzzer's input: the shipped config cut inside a dtype list.
   std::string cut = edit("qlen: [1, 2]", "qlen: [1, 2]");
   cut = cut.substr(0, cut.find("dtypes")) + "\n, bf16/bf16]\n" + cut.substr(cut.find("dtypes"));
