@@ -1,93 +1,72 @@
 // The C ABI of libmlatune (mlatune/mlatune.h) over WinnerTable. Every entry point catches every
 // exception and turns it into a status plus a per-thread message: nothing C++ crosses the ABI.
-#include <cstdio>
+// Plan/run and live update are in c_api_plan.cc and c_api_live.cc.
 #include <cstring>
-#include <exception>
-#include <new>
-#include <string>
 
 #include "mlatune/mlatune.h"
+#include "runtime/c_api_guard.h"
+#include "runtime/db_handle.h"
 #include "runtime/winner_table.h"
 
 #ifndef MLATUNE_VERSION
 #error "MLATUNE_VERSION must be defined by the build"
 #endif
 
-namespace mlatune {
-namespace {
+namespace mlatune::c_api {
 
-// Fixed-size and thread_local: setting it never allocates, so even an out-of-memory failure can
-// be reported, and threads never see each other's messages.
-constexpr size_t kErrorCapacity = 1024;
-thread_local char t_last_error[kErrorCapacity];
-
-void set_error(const char* message) noexcept {
-  std::snprintf(t_last_error, kErrorCapacity, "%s", message);
-}
-
-// Runs `body` (which returns a status), mapping any exception to a status and message.
-template <typename Body>
-mlatune_status guarded(const char* function, Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const RuntimeError& e) {
-    set_error(e.what());
-    return e.status();
-  } catch (const std::bad_alloc&) {
-    std::snprintf(t_last_error, kErrorCapacity, "%s: out of memory", function);
-    return MLATUNE_STATUS_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    std::snprintf(t_last_error, kErrorCapacity, "%s: internal error: %s", function, e.what());
-    return MLATUNE_STATUS_INTERNAL;
-  } catch (...) {
-    std::snprintf(t_last_error, kErrorCapacity, "%s: internal error: unknown exception", function);
-    return MLATUNE_STATUS_INTERNAL;
+mlatune_status open_handle(const char* function, const char* path,
+                           const mlatune_open_options* options, const DbHandle** out) {
+  *out = nullptr;
+  if (!path)
+    return last_error().fail(MLATUNE_STATUS_INVALID_ARGUMENT, "%s: path is NULL", function);
+  if (!*path) {
+    return last_error().fail(MLATUNE_STATUS_INVALID_ARGUMENT, "%s: path is empty", function);
   }
+  OpenOptions opts;
+  if (options) {
+    const char* dev = options->expected_device;
+    if (dev && std::strcmp(dev, "current") != 0) {
+      return last_error().fail(
+          MLATUNE_STATUS_INVALID_ARGUMENT,
+          "%s: options->expected_device: only NULL or \"current\" is supported", function);
+    }
+    opts.allow_foreign_device = options->allow_foreign_device != 0;
+  }
+  return guarded(function, [&] {
+    *out = DbHandle::adopt(WinnerTable::open(path, opts));
+    return MLATUNE_STATUS_OK;
+  });
 }
 
-mlatune_status invalid(const char* message) noexcept {
-  set_error(message);
-  return MLATUNE_STATUS_INVALID_ARGUMENT;
-}
+}  // namespace mlatune::c_api
 
-// mlatune_db is never defined: a handle is a WinnerTable pointer under an opaque C name.
-const WinnerTable* table_of(const mlatune_db* db) {
-  return reinterpret_cast<const WinnerTable*>(db);
-}
+using mlatune::DbHandle;
+using mlatune::c_api::guarded;
+using mlatune::c_api::invalid;
 
+namespace {
+const mlatune::WinnerTable& table_of(const mlatune_db* db) { return DbHandle::of(db)->table(); }
 }  // namespace
-}  // namespace mlatune
-
-using mlatune::guarded;
-using mlatune::invalid;
-using mlatune::table_of;
 
 extern "C" {
 
 MLATUNE_API mlatune_status mlatune_open(const char* path, const mlatune_open_options* options,
                                         mlatune_db** out) {
-  if (out) *out = nullptr;
   if (!out) return invalid("mlatune_open: out is NULL");
-  if (!path) return invalid("mlatune_open: path is NULL");
-  if (!*path) return invalid("mlatune_open: path is empty");
-  mlatune::OpenOptions opts;
-  if (options) {
-    const char* dev = options->expected_device;
-    if (dev && std::strcmp(dev, "current") != 0) {
-      return invalid(
-          "mlatune_open: options->expected_device: only NULL or \"current\" is supported");
-    }
-    opts.allow_foreign_device = options->allow_foreign_device != 0;
-  }
-  return guarded("mlatune_open", [&] {
-    std::unique_ptr<mlatune::WinnerTable> table = mlatune::WinnerTable::open(path, opts);
-    *out = reinterpret_cast<mlatune_db*>(table.release());
-    return MLATUNE_STATUS_OK;
-  });
+  const DbHandle* handle = nullptr;
+  const mlatune_status s = mlatune::c_api::open_handle("mlatune_open", path, options, &handle);
+  *out = handle ? handle->c_handle() : nullptr;
+  return s;
 }
 
 MLATUNE_API void mlatune_close(mlatune_db* db) {
-  delete reinterpret_cast<mlatune::WinnerTable*>(db);  // the destructor cannot throw
+  if (db) DbHandle::of(db)->release();  // the destructor cannot throw
+}
+
+MLATUNE_API mlatune_status mlatune_db_retain(mlatune_db* db) {
+  if (!db) return invalid("mlatune_db_retain: db is NULL");
+  DbHandle::of(db)->retain();
+  return MLATUNE_STATUS_OK;
 }
 
 MLATUNE_API mlatune_status mlatune_lookup(const mlatune_db* db, const mlatune_decode_key* key,
@@ -100,10 +79,10 @@ MLATUNE_API mlatune_status mlatune_lookup(const mlatune_db* db, const mlatune_de
   }
   // The message is written only on failure, so that a hit touches no thread-local storage
   // (whose address costs a __tls_get_addr call in a shared library).
-  const mlatune::WinnerTable* table = table_of(db);
-  const mlatune_status s = table->lookup(*key, out);
+  const mlatune::WinnerTable& table = table_of(db);
+  const mlatune_status s = table.lookup(*key, out);
   if (s != MLATUNE_STATUS_OK) [[unlikely]] {
-    table->explain(*key, mlatune::t_last_error, mlatune::kErrorCapacity);
+    table.explain(*key, mlatune::c_api::t_last_error, mlatune::c_api::kErrorCapacity);
   }
   return s;
 }
@@ -114,7 +93,7 @@ MLATUNE_API mlatune_status mlatune_table_stats(const mlatune_db* db, int64_t* us
   if (!usable || !stale || !no_valid) {
     return invalid("mlatune_table_stats: usable, stale and no_valid must not be NULL");
   }
-  const mlatune::TableStats& s = table_of(db)->stats();
+  const mlatune::TableStats& s = table_of(db).stats();
   *usable = s.usable;
   *stale = s.stale;
   *no_valid = s.no_valid;
@@ -126,7 +105,7 @@ MLATUNE_API const char* mlatune_db_info(const mlatune_db* db) {
     invalid("mlatune_db_info: db is NULL");
     return "";
   }
-  return table_of(db)->info().c_str();
+  return table_of(db).info().c_str();
 }
 
 MLATUNE_API const char* mlatune_status_string(mlatune_status status) {
@@ -153,11 +132,15 @@ MLATUNE_API const char* mlatune_status_string(mlatune_status status) {
       return "out of memory";
     case MLATUNE_STATUS_INTERNAL:
       return "internal";
+    case MLATUNE_STATUS_BAD_PLAN:
+      return "bad plan";
+    case MLATUNE_STATUS_LAUNCH_FAILED:
+      return "launch failed";
   }
   return "unknown status";
 }
 
-MLATUNE_API const char* mlatune_last_error(void) { return mlatune::t_last_error; }
+MLATUNE_API const char* mlatune_last_error(void) { return mlatune::c_api::t_last_error; }
 
 MLATUNE_API const char* mlatune_version(void) { return MLATUNE_VERSION; }
 

@@ -492,6 +492,8 @@ void WinnerTable::load_winners(const SqliteDb& db, const std::string& path,
     }
     if (stale.empty()) {
       e.kind = Kind::kUsable;
+      e.variant = v;
+      e.params = params;
       ++stats_.usable;
     } else {
       e.kind = Kind::kStale;
@@ -627,6 +629,30 @@ mlatune_status WinnerTable::find(const mlatune_decode_key& key,
       break;
   }
   return MLATUNE_STATUS_NO_VALID_KERNEL;
+}
+
+size_t WinnerTable::max_plan_words(int32_t batch) const {
+  size_t most = 0;
+  for (const Entry& e : entries_) {
+    if (e.kind != Kind::kUsable) continue;
+    // The largest call of the bucket's key with `batch` sequences: the plan's size is bounded by
+    // the batch and the launch parameters, the lengths only fill it.
+    const UnpackedKey k = unpack_key(e.key);
+    DecodeShape s;
+    s.batch = batch;
+    s.qlen = k.qlen;
+    s.heads = k.heads;
+    s.page_size = k.page_size;
+    s.q_dtype = static_cast<DType>(k.q_dtype);
+    s.kv_dtype = static_cast<DType>(k.kv_dtype);
+    s.sm_scale = 1.0f;
+    s.return_lse = k.lse != 0;
+    s.max_kv_len = e.kv_hi;
+    s.max_pages_per_seq = (e.kv_hi + k.page_size - 1) / k.page_size;
+    s.num_pages = s.max_pages_per_seq;
+    most = std::max(most, e.variant->plan_words(s, e.params));
+  }
+  return most;
 }
 
 mlatune_status WinnerTable::lookup(const mlatune_decode_key& key,

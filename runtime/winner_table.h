@@ -37,7 +37,8 @@ struct OpenOptions {
   std::optional<DeviceInfo> expected_device;
   // Accept a database tuned on another device; the handle's info string records it.
   bool allow_foreign_device = false;
-  // The kernels winners are checked against; null: builtin_registry(). Only used during open.
+  // The kernels winners are checked against; null: builtin_registry(). Its variants must outlive
+  // the table (a plan launches them); the registry object itself is only used during open.
   const Registry* registry = nullptr;
 };
 
@@ -64,6 +65,10 @@ class WinnerTable {
   // it too never allocates.
   void explain(const mlatune_decode_key& key, char* error, size_t error_size) const noexcept;
 
+  // The largest Variant::plan_words() any usable winner needs for a call of `batch` sequences
+  // (0 when no winner plans on the host), so that a plan object can be sized once.
+  size_t max_plan_words(int32_t batch) const;
+
   const TableStats& stats() const { return stats_; }
   // Provenance summary: file, tool, device, config, kernel build, and any accepted override.
   const std::string& info() const { return info_; }
@@ -75,15 +80,20 @@ class WinnerTable {
     int32_t batch_lo, batch_hi, kv_lo, kv_hi;
     Kind kind;
     uint32_t message;             // index into messages_ (stale entries), else unused
+    const Variant* variant;       // the winner's kernel (usable entries), else null
+    LaunchParams params;          // its launch parameters (usable entries)
     mlatune_selection selection;  // the winner (usable and stale entries)
   };
+
+  // The entry covering `key`: OK (usable, *entry set), INVALID_ARGUMENT, UNTUNED, STALE or
+  // NO_VALID_KERNEL. Never allocates; thread-safe.
+  mlatune_status find(const mlatune_decode_key& key, const Entry** entry) const noexcept;
 
  private:
   class MessageWriter;
   WinnerTable() = default;
   void load_winners(const SqliteDb& db, const std::string& path, const Registry* registry);
   void build_index(const std::string& path);
-  mlatune_status find(const mlatune_decode_key& key, const Entry** entry) const noexcept;
   void describe_miss(const mlatune_decode_key& key, MessageWriter& w) const noexcept;
 
   // Entries sorted by (key, batch_lo, kv_lo); keys_[i] owns entries [key_entry_[i],

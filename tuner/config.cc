@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -668,24 +669,52 @@ void check_stray_commas(const Ctx& ctx, std::string_view text) {
   }
 }
 
+// Counts the documents the event parser finds, stopping at the second.
+class DocumentCounter : public YAML::EventHandler {
+ public:
+  int documents = 0;
+  YAML::Mark second;
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (++documents == 2) second = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 YAML::Node load_document(const Ctx& ctx, const std::string& text) {
-  std::vector<YAML::Node> docs;
+  // yaml-cpp 0.7's LoadAll loops for ever, allocating, on inputs with a token no grammar rule
+  // consumes: every further call finds another empty "document" (jbeder/yaml-cpp#1040, fixed
+  // upstream after 0.8). So the documents are counted with the event parser, which stops at the
+  // second, and only a single document is loaded.
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(text);
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentCounter counter;
+    if (parser.HandleNextDocument(counter) && parser.HandleNextDocument(counter)) {
+      ctx.fail(counter.second, "", "more than one YAML document (a config is a single map)");
+    }
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     ctx.fail(e.mark, "", "YAML syntax error: " + e.msg);
   }
-  if (docs.empty() || docs[0].IsNull()) {
+  if (root.IsNull()) {
     ctx.fail(YAML::Mark::null_mark(), "",
              "empty document (a config is a map; see configs/README.md)");
   }
-  if (docs.size() > 1) {
-    ctx.fail(docs[1].Mark(), "", "more than one YAML document (a config is a single map)");
+  if (!root.IsMap()) {
+    ctx.fail(root.Mark(), "", "expected a map at the top level, got " + describe(root));
   }
-  if (!docs[0].IsMap()) {
-    ctx.fail(docs[0].Mark(), "", "expected a map at the top level, got " + describe(docs[0]));
-  }
-  return docs[0];
+  return root;
 }
 
 void check_size(const Ctx& ctx, uint64_t size, const std::string& what) {

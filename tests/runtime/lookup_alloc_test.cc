@@ -1,5 +1,6 @@
 // mlatune_lookup allocates nothing: not on a hit, not on a miss or refusal (whose message goes to
-// a per-thread fixed buffer). Counted by replacing the global allocation functions of this test
+// a per-thread fixed buffer); neither does mlatune_plan_decode on a plan object sized for the call
+// (winners without a host work partition). Counted by replacing the global allocation functions of this test
 // program, which the shared library's C++ code uses too.
 #include <gtest/gtest.h>
 
@@ -7,6 +8,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "runtime/decode_call.h"
 #include "runtime/runtime_fixture.h"
 
 namespace {
@@ -69,6 +71,44 @@ TEST(LookupAllocationTest, HitsMissesAndRefusalsAllocateNothing) {
   EXPECT_EQ(untuned, 2000);
   EXPECT_EQ(invalid_count, 1000);
   EXPECT_EQ(g_allocations.load(), 0);
+  remove_db_files(path);
+}
+
+TEST(LookupAllocationTest, PlanningASizedPlanAllocatesNothing) {
+  std::string path = temp_path();
+  const DecodeKey key = make_key(16, 1, DType::kBF16, DType::kBF16, 64, false);
+  TestDbSpec spec;
+  spec.buckets.push_back({key, 1, 256, 1, 4096, false, "host_split_kv_v1", std::nullopt, 1.0});
+  write_test_db(path, spec);
+  DbHandle db;
+  ASSERT_EQ(open_db(path, &db), MLATUNE_STATUS_OK) << mlatune_last_error();
+  mlatune_plan* plan = nullptr;
+  ASSERT_EQ(mlatune_plan_create(db.get(), 256, &plan), MLATUNE_STATUS_OK);
+  mlatune_decode_problem problem{};
+  problem.key = decode_key(key, 256, 4096);
+  problem.q_scale = problem.kv_scale = 1.0f;
+  problem.sm_scale = 0.04f;
+  problem.max_pages_per_seq = 64;
+  problem.num_pages = 256 * 64;
+  std::vector<int32_t> lens(256, 1000);
+  lens[7] = 4096;
+  mlatune_decode_problem untuned = problem;
+  untuned.key.heads = 8;
+  ASSERT_EQ(mlatune_plan_decode(db.get(), &problem, lens.data(), plan), MLATUNE_STATUS_OK)
+      << mlatune_last_error();
+  ASSERT_EQ(mlatune_plan_decode(db.get(), &untuned, lens.data(), plan), MLATUNE_STATUS_UNTUNED);
+
+  g_counting = true;
+  int ok = 0, refused = 0;
+  for (int i = 0; i < 200; ++i) {
+    ok += mlatune_plan_decode(db.get(), &problem, lens.data(), plan) == MLATUNE_STATUS_OK;
+    refused += mlatune_plan_decode(db.get(), &untuned, lens.data(), plan) == MLATUNE_STATUS_UNTUNED;
+  }
+  g_counting = false;
+  EXPECT_EQ(ok, 200);
+  EXPECT_EQ(refused, 200);
+  EXPECT_EQ(g_allocations.exchange(0), 0);
+  mlatune_plan_destroy(plan);
   remove_db_files(path);
 }
 

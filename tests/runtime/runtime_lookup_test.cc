@@ -431,7 +431,9 @@ TEST(CApiTest, StatusStringsVersionAndOptions) {
   EXPECT_STREQ(mlatune_status_string(MLATUNE_STATUS_NO_VALID_KERNEL), "no valid kernel");
   EXPECT_STREQ(mlatune_status_string(MLATUNE_STATUS_OUT_OF_MEMORY), "out of memory");
   EXPECT_STREQ(mlatune_status_string(MLATUNE_STATUS_INTERNAL), "internal");
-  EXPECT_STREQ(mlatune_status_string(static_cast<mlatune_status>(11)), "unknown status");
+  EXPECT_STREQ(mlatune_status_string(MLATUNE_STATUS_BAD_PLAN), "bad plan");
+  EXPECT_STREQ(mlatune_status_string(MLATUNE_STATUS_LAUNCH_FAILED), "launch failed");
+  EXPECT_STREQ(mlatune_status_string(static_cast<mlatune_status>(13)), "unknown status");
   EXPECT_STREQ(mlatune_status_string(static_cast<mlatune_status>(-1)), "unknown status");
   EXPECT_STREQ(mlatune_version(), MLATUNE_EXPECTED_VERSION);
 

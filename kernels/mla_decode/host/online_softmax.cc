@@ -25,13 +25,18 @@ class OnlineSoftmaxVariant final : public Variant {
   std::string_view code_identity() const override {
     return code_identity::k_host_online_softmax_v1;
   }
-  ParamSpace param_space() const override {
-    ParamSpace p;
-    p.workers = {1, 2, 4, 8, 16, 32, 64};
-    return p;
+  ParamSpace param_space() const override { return space(); }
+  // Built once: can_implement is on the runtime's plan path, which must not allocate.
+  static const ParamSpace& space() {
+    static const ParamSpace s = [] {
+      ParamSpace p;
+        p.workers = {1, 2, 4, 8, 16, 32, 64};
+      return p;
+    }();
+    return s;
   }
   Support can_implement(const DecodeShape& s, const LaunchParams& p) const override {
-    return host::check_support(s, p, param_space());
+    return host::check_support(s, p, space());
   }
   size_t workspace_bytes(const DecodeShape&, const LaunchParams&) const override { return 0; }
   void run(const DecodeShape& s, const LaunchParams& p, const DecodeArgs& a) const override;

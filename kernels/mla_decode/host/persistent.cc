@@ -45,14 +45,19 @@ class PersistentVariant final : public Variant {
   }
   Backend backend() const override { return Backend::kHost; }
   std::string_view code_identity() const override { return code_identity::k_host_persistent_v1; }
-  ParamSpace param_space() const override {
-    ParamSpace p;
-    p.kv_tile = {64};
-    p.workers = {1, 2, 4, 8, 16, 32, 64};
-    return p;
+  ParamSpace param_space() const override { return space(); }
+  // Built once: can_implement is on the runtime's plan path, which must not allocate.
+  static const ParamSpace& space() {
+    static const ParamSpace s = [] {
+      ParamSpace p;
+        p.kv_tile = {64};
+        p.workers = {1, 2, 4, 8, 16, 32, 64};
+      return p;
+    }();
+    return s;
   }
   Support can_implement(const DecodeShape& s, const LaunchParams& p) const override {
-    return host::check_support(s, p, param_space());
+    return host::check_support(s, p, space());
   }
   size_t workspace_bytes(const DecodeShape& s, const LaunchParams& p) const override {
     if (validate(s) || p.workers <= 0) return 0;
@@ -65,7 +70,7 @@ class PersistentVariant final : public Variant {
   }
   size_t plan(const DecodeShape& s, const LaunchParams& p, std::span<const int32_t> kv_lens,
               std::span<int32_t> out) const override {
-    if (!param_space().contains(p)) throw LaunchError(std::string(kName) + ": bad launch params");
+    if (!space().contains(p)) throw LaunchError(std::string(kName) + ": bad launch params");
     if (kv_lens.size() != static_cast<size_t>(s.batch)) {
       throw LaunchError(std::string(kName) + ": " + std::to_string(kv_lens.size()) +
                         " lengths for a batch of " + std::to_string(s.batch));
@@ -82,7 +87,7 @@ class PersistentVariant final : public Variant {
 
 void PersistentVariant::run(const DecodeShape& s, const LaunchParams& p,
                             const DecodeArgs& a) const {
-  if (!param_space().contains(p)) {
+  if (!space().contains(p)) {
     throw LaunchError("host_persistent_v1: launch params " + p.to_string() + " not supported");
   }
   host::check_launch(s, a, workspace_bytes(s, p));

@@ -36,15 +36,20 @@ class SplitKvVariant final : public Variant {
   }
   Backend backend() const override { return Backend::kHost; }
   std::string_view code_identity() const override { return code_identity::k_host_split_kv_v1; }
-  ParamSpace param_space() const override {
-    ParamSpace p;
-    p.kv_splits = {1, 2, 3, 4, 8, 16};
-    p.kv_tile = {64};
-    p.workers = {1, 2, 4, 8, 16, 32, 64};
-    return p;
+  ParamSpace param_space() const override { return space(); }
+  // Built once: can_implement is on the runtime's plan path, which must not allocate.
+  static const ParamSpace& space() {
+    static const ParamSpace s = [] {
+      ParamSpace p;
+        p.kv_splits = {1, 2, 3, 4, 8, 16};
+        p.kv_tile = {64};
+        p.workers = {1, 2, 4, 8, 16, 32, 64};
+      return p;
+    }();
+    return s;
   }
   Support can_implement(const DecodeShape& s, const LaunchParams& p) const override {
-    return host::check_support(s, p, param_space());
+    return host::check_support(s, p, space());
   }
   size_t workspace_bytes(const DecodeShape& s, const LaunchParams& p) const override {
     if (validate(s) || p.kv_splits <= 0) return 0;

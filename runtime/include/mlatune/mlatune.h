@@ -1,16 +1,20 @@
 /* mlatune runtime: strict lookup of validated MLA decode kernels from a dispatch database.
  *
  * Conventions (the contract of every function below):
- *  - Ownership: mlatune_open() returns a handle the caller owns and releases with mlatune_close().
- *    Structs passed in are read during the call only; structs passed out are written by the call
- *    and owned by the caller. Returned `const char*` strings are static or owned by the handle and
- *    live as long as it does (mlatune_last_error(): until the calling thread's next failing call).
+ *  - Ownership: mlatune_open() and mlatune_live_acquire() return a reference to a database handle
+ *    that the caller releases with mlatune_close(); the handle is freed with its last reference.
+ *    mlatune_plan_create() and mlatune_live_open() return objects the caller owns and frees with
+ *    mlatune_plan_destroy() and mlatune_live_close(). Structs passed in are read during the call
+ *    only; structs passed out are written by the call and owned by the caller. Returned
+ *    `const char*` strings are static or owned by the handle and live as long as it does
+ *    (mlatune_last_error(): until the calling thread's next failing call).
  *  - Nullability: every pointer argument is required unless its comment says "may be NULL"; a NULL
  *    required pointer returns MLATUNE_STATUS_INVALID_ARGUMENT.
- *  - Threads: an open handle is immutable. mlatune_lookup() may be called from any number of
- *    threads at once without locking; it allocates nothing and never touches the file. Opening and
- *    closing are not synchronised with lookups on the same handle: do not close a handle while
- *    another thread still uses it.
+ *  - Threads: an open handle is immutable. mlatune_lookup() and mlatune_plan_decode() (on distinct
+ * plan objects) may be called from any number of threads at once without locking; lookup allocates
+ *    nothing and neither touches the file. A thread must hold a reference to every handle it uses:
+ *    releasing the last reference while another thread still uses the handle is undefined. A plan
+ *    object is used by one thread at a time. mlatune_live_* functions are thread-safe.
  *  - Errors: every function returns an mlatune_status. On failure a human-readable message naming
  *    what and where is kept per thread and returned by mlatune_last_error(). No C++ exception, no
  *    abort() and no exit() crosses this interface.
@@ -44,7 +48,9 @@ typedef enum mlatune_status {
   MLATUNE_STATUS_STALE = 7,            /* the winner's variant code differs from this build's */
   MLATUNE_STATUS_NO_VALID_KERNEL = 8,  /* bucket tuned, but no candidate passed validation */
   MLATUNE_STATUS_OUT_OF_MEMORY = 9,    /* an allocation failed during open */
-  MLATUNE_STATUS_INTERNAL = 10         /* a bug in mlatune; the message says where */
+  MLATUNE_STATUS_INTERNAL = 10,        /* a bug in mlatune; the message says where */
+  MLATUNE_STATUS_BAD_PLAN = 11,        /* run with a missing, foreign, stale or failed plan */
+  MLATUNE_STATUS_LAUNCH_FAILED = 12    /* the kernel launch failed; the message has the error */
 } mlatune_status;
 
 /* dtype codes (as mlatune_variant_abi.h). */
@@ -97,8 +103,12 @@ typedef struct mlatune_selection {
 MLATUNE_API mlatune_status mlatune_open(const char* path, const mlatune_open_options* options,
                                         mlatune_db** out);
 
-/* Releases a handle; NULL is a no-op. */
+/* Releases the caller's reference to a handle (from mlatune_open or mlatune_live_acquire); the
+ * last one frees it. NULL is a no-op. */
 MLATUNE_API void mlatune_close(mlatune_db* db);
+
+/* Takes another reference to an open handle, released with its own mlatune_close(). */
+MLATUNE_API mlatune_status mlatune_db_retain(mlatune_db* db);
 
 /* Finds the validated winner for `key`. Lock-free, allocation-free, thread-safe. On any status
  * other than MLATUNE_STATUS_OK, *out (when not NULL) is zero-filled, so that a refused lookup never
@@ -123,6 +133,96 @@ MLATUNE_API const char* mlatune_last_error(void);
 
 /* "major.minor.patch" of the runtime library. */
 MLATUNE_API const char* mlatune_version(void);
+
+/* ---- Plan and run: launching the validated winner ----------------------------------------------
+ * mlatune_plan_decode() does everything that needs the host: the lookup, the checks of the call
+ * against the winner, the host-side work partition of variants that have one (a persistent kernel's
+ * work list) and the workspace size. mlatune_run() only launches what the plan says on the caller's
+ * buffers; it never looks up, re-plans or picks another kernel, and refuses
+ * (MLATUNE_STATUS_BAD_PLAN) a plan that is missing, not a plan, from another database handle, or
+ * whose last mlatune_plan_decode() failed.
+ *
+ * Backends: a host (CPU) winner runs synchronously on the calling thread (buffers in host memory,
+ * stream NULL). A GPU winner enqueues on a device stream (buffers in device memory). This release's
+ * GPU kernels launch on the default stream only: stream must be NULL, and launches are therefore
+ * not capturable into a graph yet. */
+
+/* The shape and scalars of one decode call. */
+typedef struct mlatune_decode_problem {
+  mlatune_decode_key key;    /* what the lookup matches; key.batch sequences */
+  float q_scale;             /* per-tensor dequantisation scale of q (1 for bf16 q) */
+  float kv_scale;            /* per-tensor dequantisation scale of the KV cache (1 for bf16) */
+  float sm_scale;            /* softmax scale applied to q.k (> 0) */
+  int32_t max_pages_per_seq; /* row stride of the block table (>= pages of the longest seq) */
+  int64_t num_pages;         /* pages in the KV pool */
+} mlatune_decode_problem;
+
+/* The buffers of one decode call, dense row-major; host or device memory as the backend says. */
+typedef struct mlatune_decode_buffers {
+  const void* q;              /* [batch * qlen, heads, 576] of key.q_dtype */
+  const void* kv;             /* [num_pages, page_size, 576] of key.kv_dtype */
+  const int32_t* block_table; /* [batch, max_pages_per_seq] page ids in [0, num_pages) */
+  const int32_t* kv_lens;     /* [batch] the lengths given to mlatune_plan_decode() */
+  void* out;                  /* [batch * qlen, heads, 512] bf16 */
+  float* lse;                 /* [batch * qlen, heads] natural-log LSE; NULL unless key.lse */
+  void* workspace;            /* mlatune_plan_workspace_size() bytes; may be NULL if 0 */
+  size_t workspace_bytes;
+} mlatune_decode_buffers;
+
+typedef struct mlatune_plan mlatune_plan; /* opaque, owned by the caller, one thread at a time */
+
+/* Creates an empty plan object sized for calls of up to `max_batch` sequences on `db`: every
+ * mlatune_plan_decode() within that size on that handle reuses its memory. A plan object outlives
+ * any number of plans and handles; planning a larger batch or on a handle whose winners need more
+ * memory grows it once. */
+MLATUNE_API mlatune_status mlatune_plan_create(const mlatune_db* db, int32_t max_batch,
+                                               mlatune_plan** out);
+
+/* Frees a plan object; NULL is a no-op. */
+MLATUNE_API void mlatune_plan_destroy(mlatune_plan* plan);
+
+/* Plans one decode call: looks up the winner of problem->key (refusals as mlatune_lookup), checks
+ * the problem (scales, pool, block-table stride) and `kv_lens` (host memory, [key.batch]: each
+ * length in [qlen, max_pages_per_seq * page_size], their maximum equal to key.max_kv_len), and
+ * writes the launch into `plan`. On failure the plan is marked failed and run refuses it.
+ * Allocation: none for a plan object sized by mlatune_plan_create() on this handle, except inside
+ * the work partition of persistent variants (a known gap of this release). */
+MLATUNE_API mlatune_status mlatune_plan_decode(const mlatune_db* db,
+                                               const mlatune_decode_problem* problem,
+                                               const int32_t* kv_lens, mlatune_plan* plan);
+
+/* Bytes of workspace the planned launch needs (0 if none), and the winner it launches. */
+MLATUNE_API mlatune_status mlatune_plan_workspace_size(const mlatune_plan* plan, size_t* bytes);
+MLATUNE_API mlatune_status mlatune_plan_selection(const mlatune_plan* plan, mlatune_selection* out);
+
+/* Launches the planned call on `buffers` (all required except lse when key.lse == 0 and
+ * workspace when its size is 0). `db` must be the handle the plan was made with. The host backend
+ * also checks that buffers->kv_lens equals the planned lengths and that every block-table slot
+ * in use names a page of the pool (GPU buffers are not read by the host: the caller guarantees
+ * the same). Returns MLATUNE_STATUS_OK once the launch has run (host) or been enqueued (GPU);
+ * the plan object may be re-planned as soon as this returns. */
+MLATUNE_API mlatune_status mlatune_run(const mlatune_db* db, const mlatune_plan* plan,
+                                       const mlatune_decode_buffers* buffers, void* stream);
+
+/* ---- Live update: switching a serving process to a new database ---------------------------------
+ * An mlatune_live holds the current handle. mlatune_live_update() opens and checks the new file
+ * completely before switching, so a refused file leaves the current handle in place; the switch
+ * is one atomic step. Threads take the current handle with mlatune_live_acquire() (a short
+ * internal lock, never held across I/O: take it once per decode step, not per lookup), use it
+ * without locking and release it with mlatune_close(); a replaced handle stays valid until its
+ * last reference is released. Plans made with the replaced handle are refused by mlatune_run()
+ * with the new one (plan again). */
+typedef struct mlatune_live mlatune_live;
+
+MLATUNE_API mlatune_status mlatune_live_open(const char* path, const mlatune_open_options* options,
+                                             mlatune_live** out);
+MLATUNE_API mlatune_status mlatune_live_update(mlatune_live* live, const char* path,
+                                               const mlatune_open_options* options);
+MLATUNE_API mlatune_status mlatune_live_acquire(mlatune_live* live, mlatune_db** out);
+/* How many switches have happened (0 after open). */
+MLATUNE_API mlatune_status mlatune_live_generation(mlatune_live* live, int64_t* out);
+/* Releases the live object's reference to its current handle; NULL is a no-op. */
+MLATUNE_API void mlatune_live_close(mlatune_live* live);
 
 #ifdef __cplusplus
 }
