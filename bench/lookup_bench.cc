@@ -1,10 +1,12 @@
-// Cost of the runtime's two operations on a realistic large table: mlatune_lookup (hits and
-// misses, through the C API as a serving stack calls it) and mlatune_open (integrity checks,
-// digest, load). The database has 8 discrete keys x 35 batch buckets x 36 kv buckets = 10 080
-// buckets and is written to a temporary file at start-up.
+// Cost of the runtime's operations on a large table, through the C API as a serving stack calls
+// them: mlatune_lookup (hits and misses), mlatune_open (integrity checks, digest, load) and
+// mlatune_plan_decode at batch 256 (lookup, checks, the host work partition of a persistent
+// winner). The lookup database has 80 discrete keys x 35 batch buckets x 36 kv buckets = 100 800
+// buckets; both databases are written to temporary files at start-up.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -23,13 +25,18 @@ constexpr int32_t kBatchWidth = 16;  // batch buckets 1..16, 17..32, ..., 545..5
 constexpr int32_t kKvWidth = 4096;   // kv buckets 1..4096, ..., up to 147 456
 constexpr int kProbeKeys = 1 << 14;  // cycled through, so that branches cannot be learnt
 
-std::string g_path;
+std::string g_path;       // the lookup database
+std::string g_plan_path;  // the plan database
 
 std::vector<DecodeKey> discrete_keys() {
   std::vector<DecodeKey> keys;
   for (int32_t heads : {16, 32, 64, 128}) {
-    for (bool lse : {false, true}) {
-      keys.push_back(test_db::make_key(heads, 1, DType::kBF16, DType::kBF16, 64, lse));
+    for (int32_t qlen : {1, 2, 4, 8, 16}) {
+      for (int32_t page : {16, 64}) {
+        for (bool lse : {false, true}) {
+          keys.push_back(test_db::make_key(heads, qlen, DType::kBF16, DType::kBF16, page, lse));
+        }
+      }
     }
   }
   return keys;
@@ -75,7 +82,7 @@ std::vector<mlatune_decode_key> probe_keys(bool hits) {
   for (int i = 0; i < kProbeKeys; ++i) {
     DecodeKey k = keys[rng() % keys.size()];
     int32_t batch = 1 + static_cast<int32_t>(rng() % (kBatchBuckets * kBatchWidth));
-    const int32_t kv = 1 + static_cast<int32_t>(rng() % (kKvBuckets * kKvWidth));
+    const int32_t kv = std::max(k.qlen, 1 + static_cast<int32_t>(rng() % (kKvBuckets * kKvWidth)));
     if (!hits) {
       // Half untuned discrete keys, half tuned keys with a batch beyond every bucket.
       if (i % 2) {
@@ -100,9 +107,13 @@ struct Handle {
   mlatune_db* db = nullptr;
 };
 
-void run_lookups(benchmark::State& state, bool hits) {
+// working_set: how many distinct probes are cycled through (a power of two). All kProbeKeys
+// spread over the whole 100 800-bucket table measure the cold case (each lookup misses the
+// caches); a serving process sees a few shapes per model, which stay cached (the hot case).
+void run_lookups(benchmark::State& state, bool hits, size_t working_set = kProbeKeys) {
   Handle h;
   const std::vector<mlatune_decode_key> keys = probe_keys(hits);
+  const size_t mask = working_set - 1;
   const mlatune_status want = hits ? MLATUNE_STATUS_OK : MLATUNE_STATUS_UNTUNED;
   mlatune_selection sel;
   size_t i = 0;
@@ -113,12 +124,13 @@ void run_lookups(benchmark::State& state, bool hits) {
       break;
     }
     benchmark::DoNotOptimize(sel);
-    i = (i + 1) & (kProbeKeys - 1);
+    i = (i + 1) & mask;
   }
   state.SetItemsProcessed(state.iterations());
 }
 
 void BM_LookupHit(benchmark::State& state) { run_lookups(state, true); }
+void BM_LookupHitHot64(benchmark::State& state) { run_lookups(state, true, 64); }
 void BM_LookupMiss(benchmark::State& state) { run_lookups(state, false); }
 
 void BM_Open(benchmark::State& state) {
@@ -132,9 +144,62 @@ void BM_Open(benchmark::State& state) {
   }
 }
 
+// One key per winner kind, batch 1..256 x kv 1..8192: heads 16 bf16 page 64, lse 0 -> split KV
+// (no host plan), lse 1 -> persistent (a host work partition over 64 workers).
+const DecodeKey kPlanSplit = test_db::make_key(16, 1, DType::kBF16, DType::kBF16, 64, false);
+const DecodeKey kPlanPersistent = test_db::make_key(16, 1, DType::kBF16, DType::kBF16, 64, true);
+
+void write_plan_db(const std::string& path) {
+  test_db::TestDbSpec spec;
+  spec.buckets.push_back(
+      {kPlanSplit, 1, 256, 1, 8192, false, "host_split_kv_v1", LaunchParams{4, 64, 0, 8}, 1.0});
+  spec.buckets.push_back({kPlanPersistent, 1, 256, 1, 8192, false, "host_persistent_v1",
+                          LaunchParams{1, 64, 0, 64}, 1.0});
+  test_db::write_test_db(path, spec);
+}
+
+// Plans one batch-256 call with lengths drawn from [1, 8192] (a fresh set per 64 calls).
+void run_plans(benchmark::State& state, const DecodeKey& key) {
+  mlatune_db* db = nullptr;
+  mlatune_plan* plan = nullptr;
+  if (mlatune_open(g_plan_path.c_str(), nullptr, &db) != MLATUNE_STATUS_OK ||
+      mlatune_plan_create(db, 256, &plan) != MLATUNE_STATUS_OK) {
+    state.SkipWithError(mlatune_last_error());
+    return;
+  }
+  std::mt19937 rng(7);
+  std::vector<std::vector<int32_t>> lens(64, std::vector<int32_t>(256));
+  for (std::vector<int32_t>& l : lens) {
+    for (int32_t& x : l) x = 1 + static_cast<int32_t>(rng() % 8192);
+    l[rng() % 256] = 8192;
+  }
+  mlatune_decode_problem problem{};
+  problem.key = to_c(key, 256, 8192);
+  problem.q_scale = problem.kv_scale = 1.0f;
+  problem.sm_scale = 0.04f;
+  problem.max_pages_per_seq = 128;
+  problem.num_pages = 256 * 128;
+  size_t i = 0;
+  for (auto _ : state) {
+    if (mlatune_plan_decode(db, &problem, lens[i].data(), plan) != MLATUNE_STATUS_OK) {
+      state.SkipWithError(mlatune_last_error());
+      break;
+    }
+    i = (i + 1) & 63;
+  }
+  mlatune_plan_destroy(plan);
+  mlatune_close(db);
+}
+
+void BM_PlanBatch256Split(benchmark::State& state) { run_plans(state, kPlanSplit); }
+void BM_PlanBatch256Persistent(benchmark::State& state) { run_plans(state, kPlanPersistent); }
+
 BENCHMARK(BM_LookupHit);
+BENCHMARK(BM_LookupHitHot64);
 BENCHMARK(BM_LookupMiss);
 BENCHMARK(BM_Open)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlanBatch256Split);
+BENCHMARK(BM_PlanBatch256Persistent)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace mlatune
@@ -145,9 +210,12 @@ int main(int argc, char** argv) {
   mlatune::g_path = (std::filesystem::temp_directory_path() /
                      ("mlatune_bench_lookup_" + std::to_string(::getpid()) + ".db"))
                         .string();
+  mlatune::g_plan_path = mlatune::g_path + ".plan.db";
   mlatune::write_bench_db(mlatune::g_path);
+  mlatune::write_plan_db(mlatune::g_plan_path);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   mlatune::test_db::remove_db_files(mlatune::g_path);
+  mlatune::test_db::remove_db_files(mlatune::g_plan_path);
   return 0;
 }

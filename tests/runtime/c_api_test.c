@@ -2,6 +2,7 @@
  * mlatune.h is valid C and that the library links and behaves without any C++ on the caller's
  * side. Usage: c_api_test DB (the database written by mlatune_make_test_db). Exits non-zero if
  * any check fails, printing each failure. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,113 @@ static void check_database(const char* path) {
   mlatune_close(db);
 }
 
+/* bf16 <-> float by bit patterns (round to nearest even), as a C serving stack would. */
+static uint16_t to_bf16(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, sizeof bits);
+  return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+static float from_bf16(uint16_t b) {
+  const uint32_t bits = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/* Plans and runs a batch-2 call (lengths 100 and 37, pages reversed in the pool) through the host
+ * winner and compares every output with a double-precision softmax(q.k) . v. */
+static void check_plan_and_run(const char* path) {
+  enum { kBatch = 2, kHeads = 16, kPage = 64, kPagesPerSeq = 2, kPool = 4 };
+  static uint16_t q[kBatch * kHeads * 576], kv[kPool * kPage * 576], out[kBatch * kHeads * 512];
+  const int32_t lens[kBatch] = {100, 37};
+  const int32_t table[kBatch * kPagesPerSeq] = {3, 2, 1, 0};
+  mlatune_db* db = NULL;
+  mlatune_plan* plan = NULL;
+  mlatune_decode_problem problem;
+  mlatune_decode_buffers buffers;
+  mlatune_selection sel;
+  size_t workspace_bytes = 0, i;
+  void* workspace = NULL;
+  double worst = 0;
+  int b, h, d;
+  unsigned seed = 12345;
+
+  for (i = 0; i < sizeof q / sizeof q[0]; ++i) {
+    seed = seed * 1103515245u + 12345u;
+    q[i] = to_bf16((float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f);
+  }
+  for (i = 0; i < sizeof kv / sizeof kv[0]; ++i) {
+    seed = seed * 1103515245u + 12345u;
+    kv[i] = to_bf16((float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f);
+  }
+  memset(&problem, 0, sizeof problem);
+  problem.key = make_key(kBatch, 100);
+  problem.q_scale = problem.kv_scale = 1.0f;
+  problem.sm_scale = 1.0f / 24.0f; /* 1 / sqrt(576) */
+  problem.max_pages_per_seq = kPagesPerSeq;
+  problem.num_pages = kPool;
+
+  CHECK(mlatune_open(path, NULL, &db) == MLATUNE_STATUS_OK);
+  if (!db) return;
+  CHECK(mlatune_plan_create(db, 8, &plan) == MLATUNE_STATUS_OK);
+  CHECK(mlatune_plan_decode(db, &problem, lens, plan) == MLATUNE_STATUS_OK);
+  CHECK(mlatune_plan_selection(plan, &sel) == MLATUNE_STATUS_OK);
+  CHECK(strcmp(sel.variant, "host_split_kv_v1") == 0);
+  CHECK(mlatune_plan_workspace_size(plan, &workspace_bytes) == MLATUNE_STATUS_OK);
+  workspace = workspace_bytes ? malloc(workspace_bytes) : NULL;
+  memset(&buffers, 0, sizeof buffers);
+  buffers.q = q;
+  buffers.kv = kv;
+  buffers.block_table = table;
+  buffers.kv_lens = lens;
+  buffers.out = out;
+  buffers.workspace = workspace;
+  buffers.workspace_bytes = workspace_bytes;
+  CHECK(mlatune_run(db, plan, &buffers, NULL) == MLATUNE_STATUS_OK);
+
+  for (b = 0; b < kBatch; ++b) {
+    for (h = 0; h < kHeads; ++h) {
+      double scores[100], max = -1e300, sum = 0, acc[512];
+      const uint16_t* qr = q + ((size_t)b * kHeads + (size_t)h) * 576;
+      int j;
+      for (j = 0; j < lens[b]; ++j) {
+        const uint16_t* k = kv + ((size_t)table[b * kPagesPerSeq + j / kPage] * kPage +
+                                  (size_t)(j % kPage)) * 576;
+        double dot = 0;
+        for (d = 0; d < 576; ++d) dot += (double)from_bf16(qr[d]) * from_bf16(k[d]);
+        scores[j] = dot / 24.0;
+        if (scores[j] > max) max = scores[j];
+      }
+      for (d = 0; d < 512; ++d) acc[d] = 0;
+      for (j = 0; j < lens[b]; ++j) {
+        const uint16_t* v = kv + ((size_t)table[b * kPagesPerSeq + j / kPage] * kPage +
+                                  (size_t)(j % kPage)) * 576;
+        const double p = exp(scores[j] - max);
+        sum += p;
+        for (d = 0; d < 512; ++d) acc[d] += p * from_bf16(v[d]);
+      }
+      for (d = 0; d < 512; ++d) {
+        const double got = from_bf16(out[((size_t)b * kHeads + (size_t)h) * 512 + (size_t)d]);
+        const double err = fabs(got - acc[d] / sum);
+        if (!(err <= worst)) worst = err; /* a NaN output makes worst NaN: the check fails */
+      }
+    }
+  }
+  CHECK(worst < 4e-3);
+
+  /* A call outside the table is refused at plan time, and the refused plan does not run. */
+  problem.key.heads = 32;
+  CHECK(mlatune_plan_decode(db, &problem, lens, plan) == MLATUNE_STATUS_UNTUNED);
+  CHECK(strstr(mlatune_last_error(), "nearest") != NULL);
+  CHECK(mlatune_run(db, plan, &buffers, NULL) == MLATUNE_STATUS_BAD_PLAN);
+  CHECK(mlatune_run(db, NULL, &buffers, NULL) == MLATUNE_STATUS_BAD_PLAN);
+  CHECK(strcmp(mlatune_status_string(MLATUNE_STATUS_BAD_PLAN), "bad plan") == 0);
+
+  free(workspace);
+  mlatune_plan_destroy(plan);
+  mlatune_close(db);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s DB\n", argv[0]);
@@ -129,6 +237,7 @@ int main(int argc, char** argv) {
   check_static_functions();
   check_refusals_without_a_database();
   check_database(argv[1]);
+  check_plan_and_run(argv[1]);
   if (failures != 0) {
     fprintf(stderr, "c_api_test: %d check(s) failed\n", failures);
     return EXIT_FAILURE;
