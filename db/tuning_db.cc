@@ -124,15 +124,14 @@ std::unique_ptr<TuningDb> TuningDb::open_for_tuning(const std::string& path, Mod
   if (exists && !S_ISREG(st.st_mode)) {
     throw DbError(SQLITE_CANTOPEN, path + ": not a regular file");
   }
-  bool empty = !exists || st.st_size == 0;
+  const bool empty = !exists || st.st_size == 0;
   if (mode == Mode::kCreate && !empty) {
     throw DbError(SQLITE_CANTOPEN, path +
                                        ": already exists; pass --resume to continue tuning it, "
                                        "or choose a new file (nothing was changed)");
   }
-  if (mode == Mode::kResume && empty) {
-    throw DbError(SQLITE_CANTOPEN, path + ": --resume needs an existing database (" +
-                                       (exists ? "the file is empty" : "no such file") + ")");
+  if (mode == Mode::kResume && !exists) {
+    throw DbError(SQLITE_CANTOPEN, path + ": --resume needs an existing database (no such file)");
   }
   int fd = lock_exclusively(path);
   std::unique_ptr<TuningDb> t;
@@ -144,7 +143,14 @@ std::unique_ptr<TuningDb> TuningDb::open_for_tuning(const std::string& path, Mod
     throw;
   }
   t->db_->exec("PRAGMA foreign_keys = ON");
-  if (mode == Mode::kCreate) {
+  // A tuner killed while creating the file leaves it empty, or with a creation that SQLite rolls
+  // back on this first read: nothing was recorded, so resuming it starts it afresh.
+  bool never_created = false;
+  {
+    Statement tables(*t->db_, "SELECT count(*) FROM sqlite_master");
+    never_created = tables.step() && tables.column_int(0) == 0 && t->db_->user_version() == 0;
+  }
+  if (mode == Mode::kCreate || never_created) {
     t->create_schema(provenance, variants);
   } else {
     t->check_resumable(provenance, variants);

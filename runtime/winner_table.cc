@@ -319,6 +319,16 @@ std::unique_ptr<WinnerTable> WinnerTable::open(const std::string& path,
     const StoredProvenance stored = read_provenance(db, path);
     const DeviceInfo& tuned = stored.provenance.device;
 
+    // Integrity first: damage anywhere in the deciding rows (the provenance included) is
+    // reported as such, not as whatever the damaged field happens to claim.
+    const std::string digest = compute_winners_digest(db);
+    if (digest != stored.winners_digest) {
+      refuse(MLATUNE_STATUS_CORRUPT, path,
+             "integrity digest mismatch: provenance records " + stored.winners_digest +
+                 " but the buckets and winners hash to " + digest +
+                 " (the file was damaged or edited)");
+    }
+
     DeviceInfo expected;
     if (options.expected_device) {
       expected = *options.expected_device;
@@ -342,14 +352,6 @@ std::unique_ptr<WinnerTable> WinnerTable::open(const std::string& path,
       }
       override_note = "; FOREIGN DEVICE ACCEPTED by allow_foreign_device: tuned on " +
                       tuned.to_string() + ", running on " + expected.to_string();
-    }
-
-    const std::string digest = compute_winners_digest(db);
-    if (digest != stored.winners_digest) {
-      refuse(MLATUNE_STATUS_CORRUPT, path,
-             "integrity digest mismatch: provenance records " + stored.winners_digest +
-                 " but the buckets and winners hash to " + digest +
-                 " (the file was damaged or edited)");
     }
 
     table->load_winners(db, path, options.registry);

@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages mlatune needs, only those missing (idempotent).
 set -euo pipefail
 packages=(cmake ninja-build g++ libsqlite3-dev libcli11-dev libyaml-cpp-dev libbenchmark-dev
-          libgtest-dev clang-19 libclang-rt-19-dev libfuzzer-19-dev libamdhip64-dev)
+          libgtest-dev clang-19 libclang-rt-19-dev libfuzzer-19-dev libamdhip64-dev
+          pkg-config python3 python3-numpy)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

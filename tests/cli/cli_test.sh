@@ -83,6 +83,10 @@ expect 4 "differs from this config" -- "$mlatune" tune --config "$work/edited.ya
   --resume
 expect 4 "needs an existing database" -- "$mlatune" tune --config "$tiny" --db "$work/none.db" \
   --resume
+# A tuner killed while creating its file leaves it empty: resuming starts it afresh.
+: > "$work/killed-at-birth.db"
+expect 0 "tuned 2 buckets" -- "$mlatune" tune --config "$tiny" --db "$work/killed-at-birth.db" \
+  --resume
 
 # Interrupted and resumed: SIGKILL after the first bucket, then --resume finishes the rest.
 printf '%s\n' "$(sed 's/kv_len_edges: \[40, 80\]/kv_len_edges: [40, 80, 120, 160]/' "$tiny")" \

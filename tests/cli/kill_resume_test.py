@@ -56,6 +56,18 @@ def tune(db, config, resume):
                             start_new_session=True)
 
 
+def wait_for_group(pgid):
+    """Until every process of the killed group is gone: its supervised worker shares the tuner's
+    lock on the database (it writes through it) and dies a moment after the tuner."""
+    for _ in range(500):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
+    fail(f"process group {pgid} still alive 5 s after SIGKILL")
+
+
 def buckets(db):
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
         return sorted(c.execute(f"SELECT {KEY_COLUMNS} FROM buckets").fetchall())
@@ -156,6 +168,7 @@ def main():
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+            wait_for_group(p.pid)
             kills += 1
             progress.append(check_consistent(db, f"after kill {kills} ({delay * 1000:.0f} ms)")
                             if os.path.exists(db) else -1)

@@ -1,7 +1,7 @@
 // mlatune_lookup allocates nothing: not on a hit, not on a miss or refusal (whose message goes to
 // a per-thread fixed buffer); neither does mlatune_plan_decode on a plan object sized for the call
-// (winners without a host work partition). Counted by replacing the global allocation functions of this test
-// program, which the shared library's C++ code uses too.
+// (winners without a host work partition). Counted by replacing the global allocation functions of
+// this test program, which the shared library's C++ code uses too.
 #include <gtest/gtest.h>
 
 #include <atomic>

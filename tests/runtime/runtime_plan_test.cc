@@ -30,13 +30,13 @@ mlatune_decode_key c_key(const DecodeKey& k, int32_t batch, int32_t max_kv_len) 
 
 TestDbSpec plan_spec() {
   TestDbSpec spec;
-  spec.buckets.push_back({kKey, 1, 4, 1, 128, false, "host_split_kv_v1",
-                          LaunchParams{3, 64, 0, 2}, 10.0});
-  spec.buckets.push_back({kKey, 5, 16, 1, 128, false, "host_persistent_v1",
-                          LaunchParams{1, 64, 0, 4}, 20.0});
+  spec.buckets.push_back(
+      {kKey, 1, 4, 1, 128, false, "host_split_kv_v1", LaunchParams{3, 64, 0, 2}, 10.0});
+  spec.buckets.push_back(
+      {kKey, 5, 16, 1, 128, false, "host_persistent_v1", LaunchParams{1, 64, 0, 4}, 20.0});
   spec.buckets.push_back({kKey, 1, 16, 129, 256, true, "", std::nullopt, 0.0});
-  spec.buckets.push_back({kLseKey, 1, 8, 2, 200, false, "host_online_softmax_v1",
-                          LaunchParams{1, 0, 0, 2}, 30.0});
+  spec.buckets.push_back(
+      {kLseKey, 1, 8, 2, 200, false, "host_online_softmax_v1", LaunchParams{1, 0, 0, 2}, 30.0});
   // A winner whose variant this build no longer has: stale.
   spec.buckets.push_back({kKey, 17, 32, 1, 128, false, "host_retired_v0", std::nullopt, 5.0});
   spec.extra_variants.push_back({"host_retired_v0", "host", "0123abcd", "retired"});
