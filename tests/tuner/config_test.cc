@@ -597,6 +597,18 @@ TEST(ConfigFileTest, SizeLimit) {
     EXPECT_NE(what.find("1048577 bytes"), std::string::npos) << what;
   }
   EXPECT_THROW(parse_config(text + "\n", "t.yaml"), ConfigError);
+
+  // A 100 MB file (sparse: nothing is written) is refused by its size, before it is read.
+  const std::string huge = tmp_path("huge.yaml");
+  write_file(huge, "name: x\n");
+  std::filesystem::resize_file(huge, 100'000'000);
+  try {
+    load_config(huge);
+    FAIL() << "no exception";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("100000000 bytes"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(huge);
 }
 
 TEST(ConfigFileTest, MissingFileIsARuntimeError) {
