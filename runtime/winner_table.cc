@@ -700,7 +700,7 @@ void WinnerTable::explain(const mlatune_decode_key& key, char* error,
 void WinnerTable::describe_miss(const mlatune_decode_key& key, MessageWriter& w) const noexcept {
   const uint64_t packed =
       pack_key(key.heads, key.qlen, key.q_dtype, key.kv_dtype, key.page_size, key.lse);
-  w.add("untuned: no bucket covers ");
+  w.add("no bucket covers ");
   w.add_key(unpack_key(packed));
   w.add(" batch=%d max_kv_len=%d", key.batch, key.max_kv_len);
   if (keys_.empty()) {

@@ -365,7 +365,7 @@ TEST(LookupCoreTest, InjectedRegistryDecidesStaleness) {
   char small[24];
   table->explain(miss, small, sizeof small);
   EXPECT_EQ(std::strlen(small), sizeof small - 1) << "explain must truncate to the buffer";
-  EXPECT_EQ(std::string(small), std::string("untuned: no bucket covers").substr(0, 23));
+  EXPECT_EQ(std::string(small), std::string("no bucket covers heads=16 qlen=1").substr(0, 23));
 }
 
 TEST(LookupEdgeTest, EmptyDatabaseRefusesEveryCall) {
