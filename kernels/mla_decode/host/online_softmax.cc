@@ -30,7 +30,7 @@ class OnlineSoftmaxVariant final : public Variant {
   static const ParamSpace& space() {
     static const ParamSpace s = [] {
       ParamSpace p;
-        p.workers = {1, 2, 4, 8, 16, 32, 64};
+      p.workers = {1, 2, 4, 8, 16, 32, 64};
       return p;
     }();
     return s;

@@ -41,9 +41,9 @@ class SplitKvVariant final : public Variant {
   static const ParamSpace& space() {
     static const ParamSpace s = [] {
       ParamSpace p;
-        p.kv_splits = {1, 2, 3, 4, 8, 16};
-        p.kv_tile = {64};
-        p.workers = {1, 2, 4, 8, 16, 32, 64};
+      p.kv_splits = {1, 2, 3, 4, 8, 16};
+      p.kv_tile = {64};
+      p.workers = {1, 2, 4, 8, 16, 32, 64};
       return p;
     }();
     return s;

@@ -32,8 +32,8 @@ class TiledKvVariant final : public Variant {
   static const ParamSpace& space() {
     static const ParamSpace s = [] {
       ParamSpace p;
-        p.kv_tile = {16, 32, 64, 128, 256};
-        p.workers = {1, 2, 4, 8, 16, 32, 64};
+      p.kv_tile = {16, 32, 64, 128, 256};
+      p.workers = {1, 2, 4, 8, 16, 32, 64};
       return p;
     }();
     return s;
