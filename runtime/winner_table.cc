@@ -574,6 +574,16 @@ void WinnerTable::build_index(const std::string& path) {
   }
   key_entry_.push_back(static_cast<uint32_t>(entries_.size()));
   key_interval_.push_back(static_cast<uint32_t>(interval_lo_.size()));
+
+  size_t slots = 2;
+  key_shift_ = 63;
+  while (slots < 2 * keys_.size()) slots *= 2, --key_shift_;
+  key_slots_.assign(slots, 0);
+  for (size_t k = 0; k < keys_.size(); ++k) {
+    size_t i = key_slot(keys_[k]);
+    while (key_slots_[i] != 0) i = (i + 1) & (slots - 1);
+    key_slots_[i] = static_cast<uint32_t>(k + 1);
+  }
 }
 
 namespace {
@@ -611,9 +621,13 @@ mlatune_status WinnerTable::find(const mlatune_decode_key& key,
     return MLATUNE_STATUS_INVALID_ARGUMENT;
   const uint64_t packed =
       pack_key(key.heads, key.qlen, key.q_dtype, key.kv_dtype, key.page_size, key.lse);
-  size_t k = count_le(keys_.data(), keys_.size(), packed);
-  if (k == 0 || keys_[k - 1] != packed) return MLATUNE_STATUS_UNTUNED;
-  --k;
+  // The table is at most half full, so the probe ends at an empty slot or at the key.
+  const size_t mask = key_slots_.size() - 1;
+  size_t slot = key_slot(packed);
+  uint32_t found = key_slots_[slot];
+  while (found != 0 && keys_[found - 1] != packed) found = key_slots_[slot = (slot + 1) & mask];
+  if (found == 0) return MLATUNE_STATUS_UNTUNED;
+  const size_t k = found - 1;
   const uint32_t i0 = key_interval_[k];
   size_t j = count_le(interval_lo_.data() + i0, key_interval_[k + 1] - i0, key.batch);
   if (j == 0 || key.batch > interval_hi_[i0 + j - 1]) return MLATUNE_STATUS_UNTUNED;

@@ -95,11 +95,19 @@ class WinnerTable {
   void load_winners(const SqliteDb& db, const std::string& path, const Registry* registry);
   void build_index(const std::string& path);
   void describe_miss(const mlatune_decode_key& key, MessageWriter& w) const noexcept;
+  size_t key_slot(uint64_t packed) const {
+    return static_cast<size_t>((packed * 0x9e3779b97f4a7c15ULL) >> key_shift_);
+  }
 
   // Entries sorted by (key, batch_lo, kv_lo); keys_[i] owns entries [key_entry_[i],
   // key_entry_[i + 1]) and elementary batch intervals [key_interval_[i], key_interval_[i + 1]).
   std::vector<Entry> entries_;
   std::vector<uint64_t> keys_;
+  // Open-addressing hash of keys_: slot -> key index + 1 (0: empty), a power of two at least
+  // twice as many slots as keys, so a lookup finds its key in one or two probes instead of a
+  // dependent binary search. key_shift_: 64 - log2(slots).
+  std::vector<uint32_t> key_slots_;
+  int key_shift_ = 64;
   std::vector<uint32_t> key_entry_;
   std::vector<uint32_t> key_interval_;
   // Elementary batch intervals of each key: [interval_lo_[j], interval_hi_[j]], in which the same
