@@ -20,32 +20,6 @@
 namespace mlatune::test_db {
 namespace {
 
-// Status and selection of every probe: the observable behaviour of a handle.
-struct Answers {
-  std::vector<mlatune_status> status;
-  std::vector<std::string> selection;  // variant, params and bucket of a hit
-  bool operator==(const Answers&) const = default;
-};
-
-Answers probe(const mlatune_db* db) {
-  Answers a;
-  for (const DecodeKey& k : {key_a(), key_b(), key_c()}) {
-    for (int32_t batch : {1, 4, 5, 9, 16, 17, 64, 65}) {
-      for (int32_t kv : {4, 100, 150, 1024, 1025, 8192, 65536}) {
-        const mlatune_decode_key dk = decode_key(k, batch, kv);
-        mlatune_selection s;
-        a.status.push_back(mlatune_lookup(db, &dk, &s));
-        char text[256];
-        std::snprintf(text, sizeof text, "%s %d %d %d %d [%d..%d]x[%d..%d] %.17g", s.variant,
-                      s.kv_splits, s.kv_tile, s.block_rows, s.workers, s.batch_lo, s.batch_hi,
-                      s.kv_lo, s.kv_hi, s.time_median_us);
-        a.selection.push_back(text);
-      }
-    }
-  }
-  return a;
-}
-
 class HostileDbTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -128,6 +129,33 @@ inline const TestBucket* covering_bucket(const TestDbSpec& spec, const mlatune_d
 inline LaunchParams expected_params(const TestBucket& b) {
   if (b.params) return *b.params;
   return builtin_registry().find(b.variant)->param_space().enumerate().back();
+}
+
+// Status and selection of lookups over key_a/b/c of standard_spec(), at batches and lengths on
+// and around every bucket edge: the observable behaviour of a handle.
+struct Answers {
+  std::vector<mlatune_status> status;
+  std::vector<std::string> selection;  // variant, params and bucket of a hit
+  bool operator==(const Answers&) const = default;
+};
+
+Answers probe(const mlatune_db* db) {
+  Answers a;
+  for (const DecodeKey& k : {key_a(), key_b(), key_c()}) {
+    for (int32_t batch : {1, 4, 5, 9, 16, 17, 64, 65}) {
+      for (int32_t kv : {4, 100, 150, 1024, 1025, 8192, 65536}) {
+        const mlatune_decode_key dk = decode_key(k, batch, kv);
+        mlatune_selection s;
+        a.status.push_back(mlatune_lookup(db, &dk, &s));
+        char text[256];
+        std::snprintf(text, sizeof text, "%s %d %d %d %d [%d..%d]x[%d..%d] %.17g", s.variant,
+                      s.kv_splits, s.kv_tile, s.block_rows, s.workers, s.batch_lo, s.batch_hi,
+                      s.kv_lo, s.kv_hi, s.time_median_us);
+        a.selection.push_back(text);
+      }
+    }
+  }
+  return a;
 }
 
 }  // namespace mlatune::test_db

@@ -21,31 +21,6 @@ using ::testing::HasSubstr;
 
 std::string last_error() { return mlatune_last_error(); }
 
-// Status and selection of every probe call: the observable behaviour of a handle.
-struct Answers {
-  std::vector<mlatune_status> status;
-  std::vector<mlatune_selection> selection;
-  bool operator==(const Answers& o) const {
-    return status == o.status && std::memcmp(selection.data(), o.selection.data(),
-                                             selection.size() * sizeof(mlatune_selection)) == 0;
-  }
-};
-
-Answers probe(const mlatune_db* db) {
-  Answers a;
-  for (const DecodeKey& k : {key_a(), key_b(), key_c()}) {
-    for (int32_t batch : {1, 4, 5, 9, 16, 17, 64, 65}) {
-      for (int32_t kv : {4, 100, 150, 1024, 1025, 8192, 65536}) {
-        const mlatune_decode_key dk = decode_key(k, batch, kv);
-        mlatune_selection s;
-        a.status.push_back(mlatune_lookup(db, &dk, &s));
-        a.selection.push_back(s);
-      }
-    }
-  }
-  return a;
-}
-
 class OpenTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -172,59 +147,6 @@ TEST_F(OpenTest, MissingTableIsCorrupt) {
   edit_db(path_, "DROP TABLE winners", false);
   ASSERT_EQ(open(), MLATUNE_STATUS_CORRUPT);
   EXPECT_THAT(last_error(), HasSubstr("missing table 'winners'"));
-}
-
-TEST_F(OpenTest, TruncatedDatabaseIsRefused) {
-  ASSERT_EQ(open(), MLATUNE_STATUS_OK);
-  const Answers good = probe(db_.get());
-  db_.reset();
-  const std::string whole = read_file(path_);
-  ASSERT_GT(whole.size(), 4 * 4096u);
-  // Cuts inside the header, and cuts that lose whole pages, must be refused.
-  for (size_t cut : {size_t{16}, size_t{100}, size_t{1000}, size_t{4096}, size_t{4097},
-                     whole.size() / 2, whole.size() - 4096}) {
-    SCOPED_TRACE("cut at " + std::to_string(cut) + " of " + std::to_string(whole.size()));
-    write_file(path_, whole.substr(0, cut));
-    EXPECT_THAT(open(), AnyOf(MLATUNE_STATUS_CORRUPT, MLATUNE_STATUS_IO_ERROR)) << last_error();
-    EXPECT_THAT(last_error(), HasSubstr(path_));
-  }
-  // Losing the last few bytes may only lose bytes SQLite reads back as zero anyway (the end of
-  // the last page is often free space): then the answers must be unchanged.
-  for (size_t lost : {1, 7, 100}) {
-    SCOPED_TRACE("lost the last " + std::to_string(lost) + " bytes");
-    write_file(path_, whole.substr(0, whole.size() - lost));
-    const mlatune_status st = open();
-    ASSERT_THAT(st, AnyOf(MLATUNE_STATUS_OK, MLATUNE_STATUS_CORRUPT, MLATUNE_STATUS_IO_ERROR));
-    if (st == MLATUNE_STATUS_OK) {
-      EXPECT_TRUE(probe(db_.get()) == good);
-    }
-  }
-}
-
-// A byte flipped anywhere past the header either is detected, or changes nothing a lookup returns
-// (it hit free space, a losing trial or another field that decides nothing).
-TEST_F(OpenTest, FlippedBytesAreDetectedOrHarmless) {
-  ASSERT_EQ(open(), MLATUNE_STATUS_OK);
-  const Answers good = probe(db_.get());
-  db_.reset();
-  const std::string whole = read_file(path_);
-  std::mt19937 rng(1234);
-  int detected = 0;
-  for (int i = 0; i < 300; ++i) {
-    std::string bad = whole;
-    const size_t at = 100 + rng() % (whole.size() - 100);
-    bad[at] = static_cast<char>(bad[at] ^ (1 + rng() % 255));
-    write_file(path_, bad);
-    const mlatune_status st = open();
-    SCOPED_TRACE("byte " + std::to_string(at) + ": " + last_error());
-    ASSERT_THAT(st, AnyOf(MLATUNE_STATUS_OK, MLATUNE_STATUS_CORRUPT, MLATUNE_STATUS_IO_ERROR));
-    if (st == MLATUNE_STATUS_OK) {
-      ASSERT_TRUE(probe(db_.get()) == good) << "an undetected flip changed an answer";
-    } else {
-      ++detected;
-    }
-  }
-  EXPECT_GT(detected, 0);
 }
 
 TEST_F(OpenTest, GarbagePagesAreDetected) {
