@@ -2,7 +2,7 @@
 // (design.md §5, issue 3's acceptance shapes).
 //
 //   mlatune_bench_gpu_decode [--db=FILE] [--shape=TEXT] [--variant=NAME] [--params=TEXT]
-//                            [--list-sweep]
+//                            [--list-sweep] [--also-dirty-l2]
 //                            [Google Benchmark flags]
 //
 // For each shape the kernel is the winner the tuned database FILE holds for it (looked up through
@@ -13,8 +13,10 @@
 // GB/s (KV bytes read / time), TFLOP/s and its fraction of copy bandwidth. --shape keeps the shapes
 // whose label contains TEXT, --variant restricts the sweep to one variant,
 // --params to the launch parameters whose text ("splits=4 tile=64 ...") contains TEXT, and
-// --list-sweep prints every swept candidate's median (kernel work). This program does not validate
-// (the tuner and `mlatune verify` do).
+// --list-sweep prints every swept candidate's median (kernel work). --also-dirty-l2 times every
+// shape a second time ("/dirty_l2") with a 256 MB memset after the flush, i.e. with the L2 full
+// of dirty lines the kernel has to write back (the flush before 2026-12-04 left it so). This
+// program does not validate (the tuner and `mlatune verify` do).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -87,6 +89,7 @@ struct Options {
   std::string variant;       // the only variant swept; empty: all GPU variants
   std::string params;        // substring of LaunchParams::to_string() to keep; empty: all
   bool list_sweep = false;
+  bool also_dirty_l2 = false;
 };
 
 // The database's winner for the shape, or false when it has none (the reason is printed).
@@ -180,7 +183,8 @@ void prepare(MemorySpace& m, const Registry& registry, const WinnerTable* table,
   }
 }
 
-void BM_Decode(benchmark::State& state, Prepared* p) {
+// A memset of kFlushBytes right before the interval when `dirty` holds a buffer (--also-dirty-l2).
+void BM_Decode(benchmark::State& state, Prepared* p, DeviceBuffer* dirty) {
   MemorySpace& m = memory_space(Backend::kHip);
   DecodeArgs args = p->input->args();
   args.out = static_cast<uint16_t*>(p->out.data());
@@ -191,6 +195,7 @@ void BM_Decode(benchmark::State& state, Prepared* p) {
   auto timer = m.make_timer();
   for (auto _ : state) {
     m.flush_caches(kFlushBytes);
+    if (dirty) m.fill(dirty->data(), 0x5a, dirty->size());
     timer->start();
     p->variant->run(p->input->spec().shape, p->params, args);
     timer->stop();
@@ -225,10 +230,12 @@ int main(int argc, char** argv) {
       opt.params = arg.substr(9);
     } else if (arg == "--list-sweep") {
       opt.list_sweep = true;
+    } else if (arg == "--also-dirty-l2") {
+      opt.also_dirty_l2 = true;
     } else {
       std::fprintf(stderr,
                    "gpu_decode_bench: unknown argument '%s' (use --db=FILE, --shape=TEXT, "
-                   "--variant=NAME, --params=TEXT, --list-sweep)\n",
+                   "--variant=NAME, --params=TEXT, --list-sweep, --also-dirty-l2)\n",
                    argv[i]);
       return 2;
     }
@@ -264,13 +271,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpu_decode_bench: %s\n", e.what());
     return 1;
   }
+  DeviceBuffer dirty;
+  if (opt.also_dirty_l2) dirty = DeviceBuffer(*m, kFlushBytes);
   for (auto& p : g_prepared) {
-    benchmark::RegisterBenchmark(p->shape.label, BM_Decode, p.get())
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond)
-        ->Iterations(20)
-        ->Repetitions(5)
-        ->ReportAggregatesOnly(true);
+    for (DeviceBuffer* d : {static_cast<DeviceBuffer*>(nullptr), &dirty}) {
+      if (d && !opt.also_dirty_l2) continue;
+      const std::string name = std::string(p->shape.label) + (d ? "/dirty_l2" : "");
+      benchmark::RegisterBenchmark(name.c_str(), BM_Decode, p.get(), d)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond)
+          ->Iterations(20)
+          ->Repetitions(5)
+          ->ReportAggregatesOnly(true);
+    }
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

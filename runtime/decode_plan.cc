@@ -158,14 +158,12 @@ mlatune_status DecodePlan::run_checked(const mlatune_decode_buffers& b, void* st
                       "%p",
                       workspace_bytes_, b.workspace_bytes, b.workspace);
   }
-  if (stream) {
-    return error.fail(MLATUNE_STATUS_INVALID_ARGUMENT,
-                      variant_->backend() == Backend::kHost
-                          ? "mlatune_run: stream must be NULL for a host (CPU) winner"
-                          : "mlatune_run: stream must be NULL: this release's GPU kernels launch "
-                            "on the default stream only");
-  }
   if (variant_->backend() == Backend::kHost) {
+    // A CPU run cannot be ordered after a device stream's work: refused, not silently unordered.
+    if (stream) {
+      return error.fail(MLATUNE_STATUS_INVALID_ARGUMENT,
+                        "mlatune_run: stream must be NULL for a host (CPU) winner");
+    }
     // Host memory: the buffers' lengths and pages can be checked against the plan.
     for (int32_t i = 0; i < shape_.batch; ++i) {
       if (b.kv_lens[i] != kv_lens_[static_cast<size_t>(i)]) {
@@ -189,6 +187,7 @@ mlatune_status DecodePlan::run_checked(const mlatune_decode_buffers& b, void* st
   args.lse = b.lse;
   args.workspace = b.workspace;
   args.workspace_bytes = b.workspace_bytes;
+  args.stream = stream;
   if (words_used_ > 0) {
     args.plan = words_.data();
     args.plan_words = words_used_;

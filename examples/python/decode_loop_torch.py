@@ -2,9 +2,9 @@
 
 Simulates a serving stack's decode steps for DeepSeek-V3 TP8 (16 query heads on one latent KV
 head): a paged bf16 or fp8 KV pool in torch tensors, sequences that grow by one token per step,
-and per step one plan (host lengths) and one run (device buffers, the current stream). Every
-step's output is compared with a float32 PyTorch reference; the script exits non-zero on a
-mismatch or on any refusal.
+and per step one plan (host lengths) and one run (device buffers, on a torch stream of its own).
+Then the last step is captured into a CUDA graph and replayed. Every output is compared with a
+float32 PyTorch reference; the script exits non-zero on a mismatch or on any refusal.
 
   MLATUNE_LIBRARY=build-nvidia/runtime/libmlatune.so.0 \
     python3 examples/python/decode_loop_torch.py --db db/h200-deepseek-v3-tp8.db
@@ -67,6 +67,7 @@ def main():
     plan = mlatune.Plan(db, batch)
     workspace = None
     worst, times = 0.0, []
+    stream = torch.cuda.Stream()
     for step in range(args.steps):
         lens = [n + 1 for n in lens]
         q = (torch.randn(batch, HEADS, DIM_QK, device=dev) * 0.5).to(torch.bfloat16)
@@ -79,9 +80,10 @@ def main():
         need = plan.workspace_bytes()
         if need and (workspace is None or workspace.numel() < need):
             workspace = torch.empty(need, device=dev, dtype=torch.uint8)
-        # The default stream: this release's kernels launch there (stream=None).
-        plan.run(db, q=q, kv=kv_pool, block_table=table, kv_lens=lens_dev, out=out,
-                 workspace=workspace if need else None)
+        stream.wait_stream(torch.cuda.current_stream())  # q, out, lens_dev are made there
+        with torch.cuda.stream(stream):
+            plan.run(db, q=q, kv=kv_pool, block_table=table, kv_lens=lens_dev, out=out,
+                     workspace=workspace if need else None, stream=stream)
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e6)
         ref = reference(q, kv_pool, table, lens, sm_scale, kv_scale)
@@ -93,6 +95,21 @@ def main():
     times.sort()
     print(f"{args.steps} steps: worst |out - torch reference| = {worst:.2e}; "
           f"plan+run+sync median {times[len(times) // 2]:.1f} us")
+
+    # The last step's launch captured into a CUDA graph, then replayed on fresh q (same lengths:
+    # the plan's, as the header requires of persistent winners).
+    graph_out = torch.empty_like(out)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan.run(db, q=q, kv=kv_pool, block_table=table, kv_lens=lens_dev, out=graph_out,
+                 workspace=workspace if need else None, stream=torch.cuda.current_stream())
+    q.copy_((torch.randn(batch, HEADS, DIM_QK, device=dev) * 0.5).to(torch.bfloat16))
+    graph.replay()
+    torch.cuda.synchronize()
+    ref = reference(q, kv_pool, table, lens, sm_scale, kv_scale)
+    graph_err = (graph_out.float() - ref).abs().max().item()
+    print(f"CUDA graph replay: |out - torch reference| = {graph_err:.2e}")
+    worst = max(worst, graph_err)
     if not worst < 1e-2:
         print("FAILED: output differs from the reference")
         return 1

@@ -112,6 +112,9 @@ using hipDeviceProp_t = cudaDeviceProp;
 using hipMemcpyKind = cudaMemcpyKind;
 using hipFuncAttribute = cudaFuncAttribute;
 using hipDeviceAttribute_t = cudaDeviceAttr;
+using hipGraph_t = cudaGraph_t;
+using hipGraphExec_t = cudaGraphExec_t;
+using hipStreamCaptureMode = cudaStreamCaptureMode;
 
 inline constexpr hipError_t hipSuccess = cudaSuccess;
 inline constexpr hipMemcpyKind hipMemcpyHostToHost = cudaMemcpyHostToHost;
@@ -127,6 +130,7 @@ inline constexpr hipDeviceAttribute_t hipDeviceAttributeComputeCapabilityMinor =
     cudaDevAttrComputeCapabilityMinor;
 inline constexpr hipDeviceAttribute_t hipDeviceAttributeMultiprocessorCount =
     cudaDevAttrMultiProcessorCount;
+inline constexpr hipStreamCaptureMode hipStreamCaptureModeGlobal = cudaStreamCaptureModeGlobal;
 
 // Errors.
 inline const char* hipGetErrorString(hipError_t e) { return cudaGetErrorString(e); }
@@ -163,6 +167,26 @@ inline hipError_t hipEventRecord(hipEvent_t e, hipStream_t stream = nullptr) {
   return cudaEventRecord(e, stream);
 }
 inline hipError_t hipEventSynchronize(hipEvent_t e) { return cudaEventSynchronize(e); }
+
+// Streams and graphs (what the tests use to check that launches are stream-ordered and
+// capturable).
+inline hipError_t hipStreamCreate(hipStream_t* stream) { return cudaStreamCreate(stream); }
+inline hipError_t hipStreamDestroy(hipStream_t stream) { return cudaStreamDestroy(stream); }
+inline hipError_t hipStreamBeginCapture(hipStream_t stream, hipStreamCaptureMode mode) {
+  return cudaStreamBeginCapture(stream, mode);
+}
+inline hipError_t hipStreamEndCapture(hipStream_t stream, hipGraph_t* graph) {
+  return cudaStreamEndCapture(stream, graph);
+}
+inline hipError_t hipGraphInstantiateWithFlags(hipGraphExec_t* exec, hipGraph_t graph,
+                                               unsigned long long flags) {
+  return cudaGraphInstantiateWithFlags(exec, graph, flags);
+}
+inline hipError_t hipGraphLaunch(hipGraphExec_t exec, hipStream_t stream) {
+  return cudaGraphLaunch(exec, stream);
+}
+inline hipError_t hipGraphExecDestroy(hipGraphExec_t exec) { return cudaGraphExecDestroy(exec); }
+inline hipError_t hipGraphDestroy(hipGraph_t graph) { return cudaGraphDestroy(graph); }
 inline hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop) {
   return cudaEventElapsedTime(ms, start, stop);
 }
@@ -193,6 +217,14 @@ inline hipError_t hipFuncSetAttribute(const void* kernel, hipFuncAttribute attr,
   (kernel)<<<(grid), (block), (shared_bytes), (stream)>>>(__VA_ARGS__)
 
 #endif  // MLATUNE_GPU_NVIDIA
+
+// A kernel parameter read in place (indexed, its address taken) rather than copied to each
+// thread: CUDA's __grid_constant__ (sm_70+); AMD kernel arguments are read in place already.
+#if MLATUNE_GPU_NVIDIA
+#define MLATUNE_GRID_CONSTANT __grid_constant__
+#else
+#define MLATUNE_GRID_CONSTANT
+#endif
 
 // ---- Portable device helpers ---------------------------------------------------------------
 

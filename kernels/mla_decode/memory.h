@@ -39,8 +39,9 @@ class MemorySpace {
   // Waits until every launched kernel finished; surfaces asynchronous faults as LaunchError.
   virtual void synchronize() = 0;
   virtual std::unique_ptr<IntervalTimer> make_timer() = 0;
-  // Evicts the caches the kernels read through (host: last-level cache, GPU: L2) by writing
-  // `bytes` of scratch memory.
+  // Evicts the caches the kernels read through (host: last-level cache, GPU: L2) by passing
+  // `bytes` of scratch memory through them (host: written; GPU: read, so that the L2 is left
+  // holding clean lines and the next kernel does not pay for writing back the flush's data).
   virtual void flush_caches(size_t bytes) = 0;
   // How the timer measures, for the database's timing_method.
   virtual std::string_view timer_description() const = 0;

@@ -101,10 +101,15 @@ struct DecodeArgs {
   void* workspace = nullptr;             // variant scratch of workspace_bytes(), may be null if 0
   size_t workspace_bytes = 0;
   // Host memory: the plan Variant::plan wrote for these lengths (variants with plan_words() > 0);
-  // a GPU variant copies it to the device on the launch's stream, so it must stay unchanged until
-  // the launch has run.
+  // a GPU variant passes it to its kernel with the launch (kernel parameters), so it may change as
+  // soon as run() returns.
   const int32_t* plan = nullptr;
   size_t plan_words = 0;
+  // GPU variants: the stream (hipStream_t / cudaStream_t) every kernel and copy of the launch is
+  // enqueued on, in order; null is the default stream. Host variants run synchronously and
+  // ignore it. A launch never synchronises, allocates or uses another stream, so it can be
+  // captured into a graph.
+  void* stream = nullptr;
 };
 
 }  // namespace mlatune

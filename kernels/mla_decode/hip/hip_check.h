@@ -40,4 +40,7 @@ inline void hip_check_launch(const char* kernel) {
   }
 }
 
+// The stream a launch enqueues on (DecodeArgs::stream; null: the default stream).
+inline hipStream_t stream_of(const DecodeArgs& a) { return static_cast<hipStream_t>(a.stream); }
+
 }  // namespace mlatune

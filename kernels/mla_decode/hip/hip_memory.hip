@@ -24,6 +24,19 @@ void require_device() {
   if (count == 0) throw LaunchError("no GPU device: hipGetDeviceCount reports 0 devices");
 }
 
+// Reads `n` 16-byte words through the L2. The XOR of what was read decides whether anything is
+// written, so no compiler can drop the loads; `sink` is written only if the XOR equals `never`,
+// which is harmless either way (it points into the buffer read).
+__global__ void read_through_l2(const uint4* words, int64_t n, uint32_t never, uint32_t* sink) {
+  uint32_t acc = 0;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const uint4 v = words[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == never) *sink = acc;
+}
+
 class HipTimer final : public IntervalTimer {
  public:
   HipTimer() {
@@ -114,10 +127,16 @@ class HipMemorySpace final : public MemorySpace {
       }
       MLATUNE_HIP_CHECK(hipMalloc(&scratch_, bytes));
       scratch_bytes_ = bytes;
+      MLATUNE_HIP_CHECK(hipMemset(scratch_, 0, bytes));  // defined contents, written back now
     }
-    // A new value every time, so that no layer can treat the write as redundant. Enqueued on the
-    // default stream: it runs before the next timed launch and is not part of its interval.
-    MLATUNE_HIP_CHECK(hipMemsetAsync(scratch_, flush_value_++, bytes, nullptr));
+    // Read, not written: a write flush (a memset) leaves up to an L2 of dirty lines, and the timed
+    // kernel would pay for their write-back with its own DRAM bandwidth. Enqueued on the default
+    // stream: it runs before the next timed launch and is not part of its interval.
+    const int64_t words = static_cast<int64_t>(bytes / 16);
+    if (words == 0) return;
+    read_through_l2<<<1024, 256, 0, nullptr>>>(static_cast<const uint4*>(scratch_), words,
+                                              0x9e3779b9u, static_cast<uint32_t*>(scratch_));
+    hip_check_launch("read_through_l2 (cache flush)");
   }
   std::string_view timer_description() const override {
     return "device events (hipEventElapsedTime)";
@@ -135,7 +154,6 @@ class HipMemorySpace final : public MemorySpace {
   bool device_ok_ = false;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
-  uint8_t flush_value_ = 1;
 };
 
 // "13.0" from CUDA's 13000; "6.2.41133" from HIP's 60241133 (major·10⁷ + minor·10⁵ + patch).
@@ -149,6 +167,43 @@ std::string format_version(int v) {
 }
 
 }  // namespace
+
+HipStream::HipStream() {
+  require_device();
+  hipStream_t s = nullptr;
+  MLATUNE_HIP_CHECK(hipStreamCreate(&s));
+  stream_ = s;
+}
+
+HipStream::~HipStream() { (void)hipStreamDestroy(static_cast<hipStream_t>(stream_)); }
+
+void HipStream::synchronize() {
+  MLATUNE_HIP_CHECK(hipStreamSynchronize(static_cast<hipStream_t>(stream_)));
+}
+
+void HipStream::run_captured(void (*enqueue)(void* context), void* context) {
+  const hipStream_t s = static_cast<hipStream_t>(stream_);
+  MLATUNE_HIP_CHECK(hipStreamBeginCapture(s, hipStreamCaptureModeGlobal));
+  hipGraph_t graph = nullptr;
+  try {
+    enqueue(context);
+  } catch (...) {
+    if (hipStreamEndCapture(s, &graph) == hipSuccess && graph) (void)hipGraphDestroy(graph);
+    (void)hipGetLastError();
+    throw;
+  }
+  MLATUNE_HIP_CHECK(hipStreamEndCapture(s, &graph));
+  hipGraphExec_t exec = nullptr;
+  const hipError_t made = hipGraphInstantiateWithFlags(&exec, graph, 0);
+  hipError_t ran = made;
+  if (made == hipSuccess) {
+    ran = hipGraphLaunch(exec, s);
+    if (ran == hipSuccess) ran = hipStreamSynchronize(s);
+    (void)hipGraphExecDestroy(exec);
+  }
+  (void)hipGraphDestroy(graph);
+  MLATUNE_HIP_CHECK(ran);
+}
 
 MemorySpace& hip_memory_space() {
   // Deliberately never destroyed: at process exit the GPU runtime may already be torn down, and

@@ -395,11 +395,11 @@ void MfmaSplitVariant::run(const DecodeShape& s, const LaunchParams& lp, const D
   MLATUNE_HIP_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(&mfma_split_kernel),
                                         hipFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(kSmemBytes)));
-  mfma_split_kernel<<<dim3(static_cast<unsigned>(blocks)), dim3(kThreads), kSmemBytes, nullptr>>>(
-      p);
+  mfma_split_kernel<<<dim3(static_cast<unsigned>(blocks)), dim3(kThreads), kSmemBytes,
+                      stream_of(a)>>>(p);
   hip_check_launch("mfma_split_kernel");
   if (lp.kv_splits > 1) {
-    launch_combine(s, lp.kv_splits, p.part_out, p.part_lse, a.out, p.lse,
+    launch_combine(s, lp.kv_splits, p.part_out, p.part_lse, a.out, p.lse, stream_of(a),
                    "mfma_split combine_kernel");
   }
 }

@@ -455,7 +455,8 @@ inline void check_launch_args(std::string_view variant, const DecodeShape& s, co
 // Enqueues the combine kernel over every output row of `s` (after a split kernel wrote the
 // partials). Throws LaunchError.
 inline void launch_combine(const DecodeShape& s, int32_t splits, const float* part_out,
-                           const float* part_lse, uint16_t* out, float* lse, const char* what) {
+                           const float* part_lse, uint16_t* out, float* lse, hipStream_t stream,
+                           const char* what) {
   CombineParams c{};
   c.part_out = part_out;
   c.part_lse = part_lse;
@@ -464,7 +465,7 @@ inline void launch_combine(const DecodeShape& s, int32_t splits, const float* pa
   c.rows = s.qlen * s.heads;
   c.splits = splits;
   c.kv_scale = s.kv_scale;
-  combine_kernel<<<dim3(static_cast<unsigned>(s.rows())), dim3(kCombineThreads), 0, nullptr>>>(c);
+  combine_kernel<<<dim3(static_cast<unsigned>(s.rows())), dim3(kCombineThreads), 0, stream>>>(c);
   hip_check_launch(what);
 }
 
@@ -473,7 +474,7 @@ inline void launch_combine(const DecodeShape& s, int32_t splits, const float* pa
 inline void launch_plan_combine(const DecodeShape& s, int32_t cut_count, const int32_t* cut_seqs,
                                 const int32_t* seq_first_slot, const float* part_out,
                                 const float* part_lse, uint16_t* out, float* lse,
-                                const char* what) {
+                                hipStream_t stream, const char* what) {
   CombineParams c{};
   c.part_out = part_out;
   c.part_lse = part_lse;
@@ -484,7 +485,7 @@ inline void launch_plan_combine(const DecodeShape& s, int32_t cut_count, const i
   c.cut_seqs = cut_seqs;
   c.seq_first_slot = seq_first_slot;
   const int64_t blocks = int64_t{cut_count} * c.rows;
-  combine_kernel<<<dim3(static_cast<unsigned>(blocks)), dim3(kCombineThreads), 0, nullptr>>>(c);
+  combine_kernel<<<dim3(static_cast<unsigned>(blocks)), dim3(kCombineThreads), 0, stream>>>(c);
   hip_check_launch(what);
 }
 

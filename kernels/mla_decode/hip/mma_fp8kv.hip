@@ -566,17 +566,45 @@ __global__ void FP8KV_BOUNDS fp8kv_kernel(const Params p) {
 #endif
 }
 
+// The launch plan's words (launch_plan.h) carried by value in the kernel parameters, so that a
+// launch is one kernel on the caller's stream: no host-to-device copy (which, from pageable
+// memory, would make the host wait for the stream) and nothing to keep alive after run() returns.
+// Two capacities, so that small batches do not ship 31 KB of parameters with every launch; CUDA
+// allows 32 764 bytes of kernel parameters from sm_70 and CUDA 12.1.
+template <int kWords>
+struct alignas(16) PlanWords {
+  int32_t w[kWords];
+};
+constexpr int kSmallPlanWords = 2048;
+constexpr int kLargePlanWords = 7936;
+
+// Where the kernel finds the sections it reads, and where workgroup 0 writes the sections the
+// combine kernel reads (seq_first_slot and cut_seqs, `tail_words` words from word `tail`).
+struct PlanRef {
+  int32_t worker_first = 0;
+  int32_t pieces = 0;
+  int32_t tail = 0;
+  int32_t tail_words = 0;
+  int32_t* tail_dev = nullptr;
+};
+
 // Persistent: workgroup (worker, group) runs the worker's pieces of the launch plan in order
-// (device copies of the plan's worker ranges and pieces, launch_plan.h; partials are laid out by
-// the plan's slots). The plan is a parameter of its own: a larger Params made ptxas spill in the
-// split kernel.
-template <int KT>
-__global__ void FP8KV_BOUNDS fp8kv_persistent_kernel(const Params p, const int32_t* worker_first,
-                                                     const int4* pieces) {
+// (partials are laid out by the plan's slots). The plan is a parameter of its own: a larger
+// Params made ptxas spill in the split kernel. __grid_constant__: indexed in place, never copied.
+template <int KT, int kWords>
+__global__ void FP8KV_BOUNDS fp8kv_persistent_kernel(
+    const Params p, const MLATUNE_GRID_CONSTANT PlanWords<kWords> plan, const PlanRef ref) {
 #if FP8KV_KERNEL
+  if (blockIdx.x == 0) {
+    for (int32_t k = static_cast<int32_t>(threadIdx.x); k < ref.tail_words; k += kThreads) {
+      ref.tail_dev[k] = plan.w[ref.tail + k];
+    }
+  }
   // Only the piece index lives across a piece: the rest is re-read (registers are at the limit).
   const auto worker = [&] { return static_cast<int32_t>(blockIdx.x / p.groups); };
-  for (int32_t i = worker_first[worker()]; i < worker_first[worker() + 1]; ++i) {
+  const int32_t* first = plan.w + ref.worker_first;
+  const int4* pieces = reinterpret_cast<const int4*>(plan.w + ref.pieces);
+  for (int32_t i = first[worker()]; i < first[worker() + 1]; ++i) {
     const int4 piece = pieces[i];  // seq, key_begin, key_end, slot
     attend_piece<KT>(p, static_cast<int32_t>(blockIdx.x % p.groups), piece.x, piece.y, piece.z,
                      piece.w);
@@ -584,26 +612,24 @@ __global__ void FP8KV_BOUNDS fp8kv_persistent_kernel(const Params p, const int32
     __syncthreads();  // the next piece reuses the stage ring, Q and the row statistics
   }
 #else
-  (void)p, (void)worker_first, (void)pieces;
+  (void)p, (void)plan, (void)ref;
 #endif
 }
 
 // ---- Host side --------------------------------------------------------------------------------
 
-// The kernels of a kv_tile: the split grid, the persistent one, and their shared memory.
+// The split-grid kernel of a kv_tile and its shared memory.
 struct Kernels {
   void (*split)(Params) = nullptr;
-  void (*persistent)(Params, const int32_t*, const int4*) = nullptr;
   size_t smem = 0;
 };
 
-// The persistent kernel exists for kv_tile 64 only: at 32 it spilled registers.
 Kernels find_kernels(int32_t kv_tile) {
   switch (kv_tile) {
     case 32:
-      return {&fp8kv_kernel<32>, nullptr, Cfg<32>::kSmemBytes};
+      return {&fp8kv_kernel<32>, Cfg<32>::kSmemBytes};
     case 64:
-      return {&fp8kv_kernel<64>, &fp8kv_persistent_kernel<64>, Cfg<64>::kSmemBytes};
+      return {&fp8kv_kernel<64>, Cfg<64>::kSmemBytes};
     default:
       return {};
   }
@@ -711,10 +737,10 @@ void MmaFp8KvVariant::run(const DecodeShape& s, const LaunchParams& lp, const De
   const Kernels k = find_kernels(lp.kv_tile);
   allow_smem(reinterpret_cast<const void*>(k.split), k.smem);
   const int64_t blocks = int64_t{s.batch} * lp.kv_splits * p.groups;
-  k.split<<<dim3(static_cast<unsigned>(blocks)), dim3(kThreads), k.smem, nullptr>>>(p);
+  k.split<<<dim3(static_cast<unsigned>(blocks)), dim3(kThreads), k.smem, stream_of(a)>>>(p);
   hip_check_launch("fp8kv_kernel");
   if (lp.kv_splits > 1) {
-    launch_combine(s, lp.kv_splits, p.part_out, p.part_lse, a.out, p.lse,
+    launch_combine(s, lp.kv_splits, p.part_out, p.part_lse, a.out, p.lse, stream_of(a),
                    "mma_fp8kv combine_kernel");
   }
 }
@@ -724,8 +750,10 @@ void MmaFp8KvVariant::run(const DecodeShape& s, const LaunchParams& lp, const De
 // The same workgroup code over a host-side launch plan (launch_plan.h): `workers` resident
 // workgroups per SM, i.e. W = max(1, workers x SMs / row groups) plan workers, each run by one
 // workgroup per row group, deal the batch's tiles among themselves (long sequences cut, short
-// ones shared); the combine kernel merges the cut sequences only. Workspace: the plan's words
-// (copied there on the launch's stream), then the partial records of max_plan_slots slots.
+// ones shared); the combine kernel merges the cut sequences only. The plan travels in the kernel
+// parameters (PlanWords), so batches whose largest plan exceeds kLargePlanWords words are refused
+// (batch 256 at 264 workers takes 2868). Workspace: room for the plan's words (workgroup 0 writes
+// the sections the combine kernel reads), then the partial records of max_plan_slots slots.
 
 constexpr std::string_view kPersistentName = "hip_mma_fp8kv_persistent_v1";
 
@@ -753,7 +781,19 @@ class MmaFp8KvPersistentVariant final : public Variant {
     if (!param_space().contains(p)) {
       return Support::no("launch params " + p.to_string() + " outside the parameter space");
     }
-    return check_shape(s);
+    if (Support sup = check_shape(s); !sup.ok) return sup;
+    int64_t words = 0;
+    try {
+      words = max_plan_words(s.batch, plan_workers(s, p));
+    } catch (const LaunchError& e) {  // no device to count SMs on
+      return Support::no(e.what());
+    }
+    if (words > kLargePlanWords) {
+      return Support::no("a plan of up to " + std::to_string(words) + " words (batch " +
+                         std::to_string(s.batch) + ") exceeds the " +
+                         std::to_string(kLargePlanWords) + " a launch carries in its parameters");
+    }
+    return Support::yes();
   }
   size_t plan_words(const DecodeShape& s, const LaunchParams& p) const override {
     if (!can_implement(s, p).ok) return 0;
@@ -802,6 +842,19 @@ class MmaFp8KvPersistentVariant final : public Variant {
   }
 };
 
+// The persistent kernel (kv_tile 64 only: at 32 it spilled registers) with the plan's `words`
+// words (checked: at most kWords) copied into its parameters.
+template <int kWords>
+void launch_persistent(const Params& p, const int32_t* words, int64_t count, const PlanRef& ref,
+                       dim3 grid, hipStream_t stream) {
+  PlanWords<kWords> plan;
+  std::copy(words, words + count, plan.w);
+  auto* kernel = &fp8kv_persistent_kernel<64, kWords>;
+  allow_smem(reinterpret_cast<const void*>(kernel), Cfg<64>::kSmemBytes);
+  kernel<<<grid, dim3(kThreads), Cfg<64>::kSmemBytes, stream>>>(p, plan, ref);
+  hip_check_launch("fp8kv_persistent_kernel");
+}
+
 void MmaFp8KvPersistentVariant::run(const DecodeShape& s, const LaunchParams& lp,
                                     const DecodeArgs& a) const {
   const Support sup = can_implement(s, lp);
@@ -817,22 +870,27 @@ void MmaFp8KvPersistentVariant::run(const DecodeShape& s, const LaunchParams& lp
     throw LaunchError(std::string(kPersistentName) + ": " + e.what());
   }
   int32_t* plan_dev = static_cast<int32_t*>(a.workspace);
-  MLATUNE_HIP_CHECK(hipMemcpyAsync(plan_dev, a.plan, static_cast<size_t>(plan.layout.words) * 4,
-                                   hipMemcpyHostToDevice, nullptr));
   Params p = make_params(s, a, reinterpret_cast<float*>(
                                    static_cast<uint8_t*>(a.workspace) + plan_bytes(s, lp)));
   p.part_lse = p.part_out + slot_rows(s, lp) * kHeadDimV;
-  const Kernels k = find_kernels(lp.kv_tile);
-  allow_smem(reinterpret_cast<const void*>(k.persistent), k.smem);
-  const int64_t blocks = int64_t{workers} * p.groups;
-  k.persistent<<<dim3(static_cast<unsigned>(blocks)), dim3(kThreads), k.smem, nullptr>>>(
-      p, plan_dev + plan.layout.worker_first,
-      reinterpret_cast<const int4*>(plan_dev + plan.layout.pieces));
-  hip_check_launch("fp8kv_persistent_kernel");
+  PlanRef ref;
+  ref.worker_first = static_cast<int32_t>(plan.layout.worker_first);
+  ref.pieces = static_cast<int32_t>(plan.layout.pieces);
+  if (plan.cut_seqs > 0) {  // else the combine kernel does not run and reads nothing
+    ref.tail = static_cast<int32_t>(plan.layout.seq_first_slot);
+    ref.tail_words = static_cast<int32_t>(plan.layout.words - plan.layout.seq_first_slot);
+    ref.tail_dev = plan_dev + ref.tail;
+  }
+  const dim3 grid(static_cast<unsigned>(int64_t{workers} * p.groups));
+  if (plan.layout.words <= kSmallPlanWords) {
+    launch_persistent<kSmallPlanWords>(p, a.plan, plan.layout.words, ref, grid, stream_of(a));
+  } else {
+    launch_persistent<kLargePlanWords>(p, a.plan, plan.layout.words, ref, grid, stream_of(a));
+  }
   if (plan.cut_seqs > 0) {
     launch_plan_combine(s, plan.cut_seqs, plan_dev + plan.layout.cut_seqs,
                         plan_dev + plan.layout.seq_first_slot, p.part_out, p.part_lse, a.out, p.lse,
-                        "mma_fp8kv_persistent combine_kernel");
+                        stream_of(a), "mma_fp8kv_persistent combine_kernel");
   }
 }
 

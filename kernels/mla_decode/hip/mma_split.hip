@@ -858,10 +858,10 @@ void MmaSplitVariant::run(const DecodeShape& s, const LaunchParams& lp, const De
   MLATUNE_HIP_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
                                         hipFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(k.smem)));
-  k.fn<<<dim3(static_cast<unsigned>(blocks)), dim3(kThreads), k.smem, nullptr>>>(p);
+  k.fn<<<dim3(static_cast<unsigned>(blocks)), dim3(kThreads), k.smem, stream_of(a)>>>(p);
   hip_check_launch("mma_split_kernel");
   if (lp.kv_splits > 1) {
-    launch_combine(s, lp.kv_splits, p.part_out, p.part_lse, a.out, p.lse,
+    launch_combine(s, lp.kv_splits, p.part_out, p.part_lse, a.out, p.lse, stream_of(a),
                    "mma_split combine_kernel");
   }
 }

@@ -548,24 +548,24 @@ void prepare_shared(size_t bytes) {
 }
 
 template <DType kKv, int kRows, int kTile>
-void launch_split(const SplitParams& params, dim3 grid) {
+void launch_split(const SplitParams& params, dim3 grid, hipStream_t stream) {
   constexpr size_t bytes = Geometry<kRows, kTile>::kBytes;
   prepare_shared<kKv, kRows, kTile>(bytes);
   split_kernel<kKv, kRows, kTile>
-      <<<grid, Geometry<kRows, kTile>::kThreads, bytes, nullptr>>>(params);
+      <<<grid, Geometry<kRows, kTile>::kThreads, bytes, stream>>>(params);
   hip_check_launch("hip_portable_split_v1 split_kernel");
 }
 
 template <DType kKv>
-void launch_split(const SplitParams& params, dim3 grid, int rows, int tile) {
+void launch_split(const SplitParams& params, dim3 grid, int rows, int tile, hipStream_t stream) {
   if (tile == 32) {
-    if (rows == 16) return launch_split<kKv, 16, 32>(params, grid);
-    if (rows == 32) return launch_split<kKv, 32, 32>(params, grid);
-    return launch_split<kKv, 64, 32>(params, grid);
+    if (rows == 16) return launch_split<kKv, 16, 32>(params, grid, stream);
+    if (rows == 32) return launch_split<kKv, 32, 32>(params, grid, stream);
+    return launch_split<kKv, 64, 32>(params, grid, stream);
   }
-  if (rows == 16) return launch_split<kKv, 16, 64>(params, grid);
-  if (rows == 32) return launch_split<kKv, 32, 64>(params, grid);
-  return launch_split<kKv, 64, 64>(params, grid);
+  if (rows == 16) return launch_split<kKv, 16, 64>(params, grid, stream);
+  if (rows == 32) return launch_split<kKv, 32, 64>(params, grid, stream);
+  return launch_split<kKv, 64, 64>(params, grid, stream);
 }
 
 bool aligned(const void* ptr, size_t to) { return reinterpret_cast<uintptr_t>(ptr) % to == 0; }
@@ -674,13 +674,13 @@ void PortableSplitVariant::run(const DecodeShape& s, const LaunchParams& p,
                   static_cast<unsigned>(std::min<int64_t>(s.batch, kMaxGridY)));
   switch (s.kv_dtype) {
     case DType::kBF16:
-      launch_split<DType::kBF16>(sp, grid, p.block_rows, p.kv_tile);
+      launch_split<DType::kBF16>(sp, grid, p.block_rows, p.kv_tile, stream_of(a));
       break;
     case DType::kFP8E4M3FN:
-      launch_split<DType::kFP8E4M3FN>(sp, grid, p.block_rows, p.kv_tile);
+      launch_split<DType::kFP8E4M3FN>(sp, grid, p.block_rows, p.kv_tile, stream_of(a));
       break;
     case DType::kFP8E4M3FNUZ:
-      launch_split<DType::kFP8E4M3FNUZ>(sp, grid, p.block_rows, p.kv_tile);
+      launch_split<DType::kFP8E4M3FNUZ>(sp, grid, p.block_rows, p.kv_tile, stream_of(a));
       break;
   }
   if (need == 0) return;
@@ -695,7 +695,7 @@ void PortableSplitVariant::run(const DecodeShape& s, const LaunchParams& p,
   cp.splits = p.kv_splits;
   cp.kv_scale = s.kv_scale;
   const dim3 cgrid(static_cast<unsigned>(std::min(cp.rows, kMaxCombineBlocks)));
-  combine_kernel<<<cgrid, kCombineThreads, 0, nullptr>>>(cp);
+  combine_kernel<<<cgrid, kCombineThreads, 0, stream_of(a)>>>(cp);
   hip_check_launch("hip_portable_split_v1 combine_kernel");
 }
 

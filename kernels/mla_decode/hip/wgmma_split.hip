@@ -552,11 +552,11 @@ void WgmmaSplitVariant::run(const DecodeShape& s, const LaunchParams& lp,
   MLATUNE_HIP_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(&wgmma_split_kernel),
                                         hipFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(kSmemAlloc)));
-  wgmma_split_kernel<<<dim3(static_cast<unsigned>(blocks)), dim3(kThreads), kSmemAlloc, nullptr>>>(
-      p);
+  wgmma_split_kernel<<<dim3(static_cast<unsigned>(blocks)), dim3(kThreads), kSmemAlloc,
+                       stream_of(a)>>>(p);
   hip_check_launch("wgmma_split_kernel");
   if (lp.kv_splits > 1) {
-    launch_combine(s, lp.kv_splits, p.part_out, p.part_lse, a.out, p.lse,
+    launch_combine(s, lp.kv_splits, p.part_out, p.part_lse, a.out, p.lse, stream_of(a),
                    "wgmma_split combine_kernel");
   }
 }

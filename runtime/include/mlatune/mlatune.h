@@ -143,9 +143,15 @@ MLATUNE_API const char* mlatune_version(void);
  * whose last mlatune_plan_decode() failed.
  *
  * Backends: a host (CPU) winner runs synchronously on the calling thread (buffers in host memory,
- * stream NULL). A GPU winner enqueues on a device stream (buffers in device memory). This release's
- * GPU kernels launch on the default stream only: stream must be NULL, and launches are therefore
- * not capturable into a graph yet. */
+ * stream NULL). A GPU winner enqueues its kernels, in order, on `stream` (a cudaStream_t or
+ * hipStream_t; NULL is the default stream), buffers in device memory; mlatune_run() then neither
+ * synchronises, allocates, copies from the host nor touches another stream, so it can be captured
+ * into a CUDA or HIP graph. A graph replays the launch as planned: its kernels read q, kv,
+ * block_table and kv_lens from the buffers at replay, but the grid, the split count and a
+ * persistent winner's work partition (mlatune_selection.workers > 0) are the plan's. Replaying
+ * with other lengths is therefore sound only for winners without a work partition
+ * (workers == 0), and only while the lengths stay in the planned key's bucket; a persistent
+ * winner's graph must be captured again (or not used) once the lengths change. */
 
 /* The shape and scalars of one decode call. */
 typedef struct mlatune_decode_problem {
@@ -199,8 +205,9 @@ MLATUNE_API mlatune_status mlatune_plan_selection(const mlatune_plan* plan, mlat
  * workspace when its size is 0). `db` must be the handle the plan was made with. The host backend
  * also checks that buffers->kv_lens equals the planned lengths and that every block-table slot
  * in use names a page of the pool (GPU buffers are not read by the host: the caller guarantees
- * the same). Returns MLATUNE_STATUS_OK once the launch has run (host) or been enqueued (GPU);
- * the plan object may be re-planned as soon as this returns. */
+ * the same). `stream`: see "Backends" above (must be NULL for a host winner). Returns
+ * MLATUNE_STATUS_OK once the launch has run (host) or been enqueued (GPU); the plan object may be
+ * re-planned as soon as this returns. */
 MLATUNE_API mlatune_status mlatune_run(const mlatune_db* db, const mlatune_plan* plan,
                                        const mlatune_decode_buffers* buffers, void* stream);
 
