@@ -33,9 +33,12 @@ void append_column(const Statement& st, int col, std::string& out) {
     case SQLITE_NULL:
       out += "null";
       return;
-    case SQLITE_INTEGER:
-      out += std::to_string(st.column_int(col));
+    case SQLITE_INTEGER: {
+      char buf[24];
+      auto r = std::to_chars(buf, buf + sizeof buf, st.column_int(col));
+      out.append(buf, r.ptr);
       return;
+    }
     case SQLITE_FLOAT: {
       char buf[64];
       auto r = std::to_chars(buf, buf + sizeof buf, st.column_double(col),
@@ -44,7 +47,7 @@ void append_column(const Statement& st, int col, std::string& out) {
       return;
     }
     default:  // TEXT (and BLOB, which STRICT tables cannot hold in these columns)
-      out += st.column_text(col);
+      out += st.column_text_view(col);
       return;
   }
 }
@@ -63,46 +66,53 @@ constexpr std::string_view kProvenanceSql =
 
 constexpr int kBucketColumns = 11;
 constexpr int kWinnerColumns = 12;
-constexpr std::string_view kBucketsSql =
+static_assert(kBucketColumns + 1 + kWinnerColumns == kDigestRowColumns);
+
+}  // namespace
+
+const std::string_view kDigestRowsSql =
     "SELECT b.heads, b.qlen, b.q_dtype, b.kv_dtype, b.page_size, b.lse, b.batch_lo, b.batch_hi, "
     "b.kv_lo, b.kv_hi, b.status, "
     "w.trial_id IS NOT NULL, t.variant, t.kv_splits, t.kv_tile, t.block_rows, t.workers, "
     "t.disposition, t.max_abs_err, t.max_rel_err, t.min_cosine, t.max_lse_err, t.time_median_us, "
-    "v.code_identity "
+    "v.code_identity, "
+    "b.id, w.trial_id, t.id, t.bucket_id, v.name "
     "FROM buckets b LEFT JOIN winners w ON w.bucket_id = b.id "
     "LEFT JOIN trials t ON t.id = w.trial_id LEFT JOIN variants v ON v.name = t.variant "
     "ORDER BY b.heads, b.qlen, b.q_dtype, b.kv_dtype, b.page_size, b.lse, b.batch_lo, "
     "b.batch_hi, b.kv_lo, b.kv_hi";
 
-}  // namespace
+WinnersDigest::WinnersDigest(const SqliteDb& db) {
+  Statement st(db, kProvenanceSql);
+  if (!st.step()) throw DbError(SQLITE_CORRUPT, db.path() + ": the provenance table is empty");
+  append_row(st, kProvenanceColumns, line_);
+  if (st.step()) {
+    throw DbError(SQLITE_CORRUPT, db.path() + ": the provenance table has more than one row");
+  }
+  sha_.update(line_);
+}
+
+void WinnersDigest::add(const Statement& row) {
+  line_.assign(1, '\n');
+  append_row(row, kBucketColumns, line_);
+  // A winner row whose trial is missing still hashes as a winner (of nulls), so that deleting a
+  // trial changes the digest just as deleting the winner does.
+  if (row.column_int(kBucketColumns) != 0) {
+    for (int c = 0; c < kWinnerColumns; ++c) {
+      line_ += kFieldSep;
+      append_column(row, kBucketColumns + 1 + c, line_);
+    }
+  }
+  sha_.update(line_);
+}
+
+std::string WinnersDigest::finish_hex() { return sha_.finish_hex(); }
 
 std::string compute_winners_digest(const SqliteDb& db) {
-  Sha256 sha;
-  std::string line;
-  {
-    Statement st(db, kProvenanceSql);
-    if (!st.step()) throw DbError(SQLITE_CORRUPT, db.path() + ": the provenance table is empty");
-    append_row(st, kProvenanceColumns, line);
-    if (st.step()) {
-      throw DbError(SQLITE_CORRUPT, db.path() + ": the provenance table has more than one row");
-    }
-    sha.update(line);
-  }
-  Statement st(db, kBucketsSql);
-  while (st.step()) {
-    line.assign(1, '\n');
-    append_row(st, kBucketColumns, line);
-    // A winner row whose trial is missing still hashes as a winner (of nulls), so that deleting a
-    // trial changes the digest just as deleting the winner does.
-    if (st.column_int(kBucketColumns) != 0) {
-      for (int c = 0; c < kWinnerColumns; ++c) {
-        line += kFieldSep;
-        append_column(st, kBucketColumns + 1 + c, line);
-      }
-    }
-    sha.update(line);
-  }
-  return sha.finish_hex();
+  WinnersDigest digest(db);
+  Statement st(db, kDigestRowsSql);
+  while (st.step()) digest.add(st);
+  return digest.finish_hex();
 }
 
 }  // namespace mlatune

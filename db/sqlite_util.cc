@@ -112,6 +112,13 @@ std::string Statement::column_text(int col) const {
   return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(n)) : std::string();
 }
 
+std::string_view Statement::column_text_view(int col) const {
+  const unsigned char* p = sqlite3_column_text(stmt_, col);
+  const int n = sqlite3_column_bytes(stmt_, col);
+  return p ? std::string_view(reinterpret_cast<const char*>(p), static_cast<size_t>(n))
+           : std::string_view();
+}
+
 std::optional<double> Statement::column_opt_double(int col) const {
   if (is_null(col)) return std::nullopt;
   return column_double(col);

@@ -65,6 +65,9 @@ class Statement {
   int64_t column_int(int col) const;
   double column_double(int col) const;
   std::string column_text(int col) const;
+  // The column's text without a copy: valid until the next step(), reset() or column access of
+  // another type on this column.
+  std::string_view column_text_view(int col) const;
   std::optional<double> column_opt_double(int col) const;
   int column_type(int col) const;  // SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT, SQLITE_NULL, ...
 

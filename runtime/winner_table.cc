@@ -262,40 +262,33 @@ int32_t parse_dtype_code(const std::string& s, const std::string& path, int64_t 
          "bucket " + std::to_string(bucket_id) + " has unknown dtype '" + s + "'");
 }
 
-// Columns of the winners query, in order.
+// Columns of kDigestRowsSql (db/digest.h) the loader reads.
 enum Col {
-  kBucketId,
-  kHeads,
-  kQlen,
-  kQDtype,
-  kKvDtype,
-  kPageSize,
-  kLse,
-  kBatchLo,
-  kBatchHi,
-  kKvLo,
-  kKvHi,
-  kStatus,
+  kHeads = 0,
+  kQlen = 1,
+  kQDtype = 2,
+  kKvDtype = 3,
+  kPageSize = 4,
+  kLse = 5,
+  kBatchLo = 6,
+  kBatchHi = 7,
+  kKvLo = 8,
+  kKvHi = 9,
+  kStatus = 10,
+  kVariant = 12,
+  kKvSplits = 13,
+  kKvTile = 14,
+  kBlockRows = 15,
+  kWorkers = 16,
+  kDisposition = 17,
+  kTimeMedian = 22,
+  kCodeIdentity = 23,
+  kBucketId = kDigestRowColumns,
   kWinnerTrial,
   kTrialId,
   kTrialBucket,
-  kVariant,
-  kKvSplits,
-  kKvTile,
-  kBlockRows,
-  kWorkers,
-  kDisposition,
-  kTimeMedian,
   kVariantRow,
-  kCodeIdentity
 };
-constexpr std::string_view kWinnersSql =
-    "SELECT b.id, b.heads, b.qlen, b.q_dtype, b.kv_dtype, b.page_size, b.lse, b.batch_lo, "
-    "b.batch_hi, b.kv_lo, b.kv_hi, b.status, w.trial_id, t.id, t.bucket_id, t.variant, "
-    "t.kv_splits, t.kv_tile, t.block_rows, t.workers, t.disposition, t.time_median_us, v.name, "
-    "v.code_identity "
-    "FROM buckets b LEFT JOIN winners w ON w.bucket_id = b.id "
-    "LEFT JOIN trials t ON t.id = w.trial_id LEFT JOIN variants v ON v.name = t.variant";
 
 bool in_range(int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; }
 
@@ -319,13 +312,16 @@ std::unique_ptr<WinnerTable> WinnerTable::open(const std::string& path,
     const StoredProvenance stored = read_provenance(db, path);
     const DeviceInfo& tuned = stored.provenance.device;
 
-    // Integrity first: damage anywhere in the deciding rows (the provenance included) is
-    // reported as such, not as whatever the damaged field happens to claim.
-    const std::string digest = compute_winners_digest(db);
-    if (digest != stored.winners_digest) {
+    // One pass over the buckets loads the winners and computes the digest. A problem found in a
+    // row waits until the digest has been compared: damage anywhere in the deciding rows (the
+    // provenance included) is reported as such, not as whatever the damaged field claims.
+    WinnersDigest digest(db);
+    const std::exception_ptr row_problem = table->load_winners(db, path, options.registry, digest);
+    const std::string computed = digest.finish_hex();
+    if (computed != stored.winners_digest) {
       refuse(MLATUNE_STATUS_CORRUPT, path,
              "integrity digest mismatch: provenance records " + stored.winners_digest +
-                 " but the buckets and winners hash to " + digest +
+                 " but the buckets and winners hash to " + computed +
                  " (the file was damaged or edited)");
     }
 
@@ -354,7 +350,15 @@ std::unique_ptr<WinnerTable> WinnerTable::open(const std::string& path,
                       tuned.to_string() + ", running on " + expected.to_string();
     }
 
-    table->load_winners(db, path, options.registry);
+    {
+      Statement st(db,
+                   "SELECT count(*) FROM winners WHERE bucket_id NOT IN (SELECT id FROM buckets)");
+      if (st.step() && st.column_int(0) != 0) {
+        refuse(MLATUNE_STATUS_CORRUPT, path,
+               std::to_string(st.column_int(0)) + " winner(s) name a bucket that does not exist");
+      }
+    }
+    if (row_problem) std::rethrow_exception(row_problem);
     table->build_index(path);
 
     const Provenance& p = stored.provenance;
@@ -379,17 +383,8 @@ std::unique_ptr<WinnerTable> WinnerTable::open(const std::string& path,
 }
 
 // Reads every bucket and its winner into entries_, checking each winner against the registry.
-void WinnerTable::load_winners(const SqliteDb& db, const std::string& path,
-                               const Registry* registry) {
-  {
-    Statement st(db,
-                 "SELECT count(*) FROM winners WHERE bucket_id NOT IN (SELECT id FROM buckets)");
-    if (st.step() && st.column_int(0) != 0) {
-      refuse(MLATUNE_STATUS_CORRUPT, path,
-             std::to_string(st.column_int(0)) + " winner(s) name a bucket that does not exist");
-    }
-  }
-
+std::exception_ptr WinnerTable::load_winners(const SqliteDb& db, const std::string& path,
+                                             const Registry* registry, WinnersDigest& digest) {
   Registry builtin;
   if (!registry) {
     builtin = builtin_registry();
@@ -397,114 +392,127 @@ void WinnerTable::load_winners(const SqliteDb& db, const std::string& path,
   }
   std::map<const Variant*, ParamSpace> spaces;
 
-  Statement st(db, kWinnersSql);
+  std::exception_ptr first_problem;
+  Statement st(db, kDigestRowsSql);
   while (st.step()) {
-    const int64_t id = st.column_int(kBucketId);
-    auto bad = [&](const std::string& what) {
-      refuse(MLATUNE_STATUS_CORRUPT, path, "bucket " + std::to_string(id) + ": " + what);
-    };
-    const int64_t heads = st.column_int(kHeads), qlen = st.column_int(kQlen);
-    const int64_t page = st.column_int(kPageSize), lse = st.column_int(kLse);
-    const int64_t batch_lo = st.column_int(kBatchLo), batch_hi = st.column_int(kBatchHi);
-    const int64_t kv_lo = st.column_int(kKvLo), kv_hi = st.column_int(kKvHi);
-    // The schema's CHECKs make these impossible in an intact file; the packed key and the
-    // lookup arithmetic rely on them, so they are checked rather than trusted.
-    if (!in_range(heads, 1, kMaxHeads) || !in_range(qlen, 1, kMaxQlen) ||
-        !in_range(page, 1, kMaxPageSize) || !in_range(lse, 0, 1) ||
-        !in_range(batch_lo, 1, kMaxBatch) || !in_range(batch_hi, batch_lo, kMaxBatch) ||
-        !in_range(kv_lo, 1, kMaxKvLen) || !in_range(kv_hi, kv_lo, kMaxKvLen)) {
-      bad("key or range outside the schema's limits");
+    digest.add(st);
+    if (first_problem) continue;  // the rest is hashed only
+    try {
+      load_row(st, path, *registry, spaces);
+    } catch (const RuntimeError&) {
+      first_problem = std::current_exception();
     }
-    const int32_t q_dtype = parse_dtype_code(st.column_text(kQDtype), path, id);
-    const int32_t kv_dtype = parse_dtype_code(st.column_text(kKvDtype), path, id);
-
-    Entry e{};
-    e.key = pack_key(int32_t(heads), int32_t(qlen), q_dtype, kv_dtype, int32_t(page), int32_t(lse));
-    e.batch_lo = int32_t(batch_lo);
-    e.batch_hi = int32_t(batch_hi);
-    e.kv_lo = int32_t(kv_lo);
-    e.kv_hi = int32_t(kv_hi);
-    e.selection.batch_lo = e.batch_lo;
-    e.selection.batch_hi = e.batch_hi;
-    e.selection.kv_lo = e.kv_lo;
-    e.selection.kv_hi = e.kv_hi;
-
-    BucketKey bucket_key;
-    bucket_key.key = DecodeKey{
-        int32_t(heads), int32_t(qlen), static_cast<DType>(q_dtype), static_cast<DType>(kv_dtype),
-        int32_t(page),  lse != 0};
-    bucket_key.batch_lo = e.batch_lo;
-    bucket_key.batch_hi = e.batch_hi;
-    bucket_key.kv_lo = e.kv_lo;
-    bucket_key.kv_hi = e.kv_hi;
-
-    const std::string status = st.column_text(kStatus);
-    const bool has_winner = !st.is_null(kWinnerTrial);
-    if (status == "no_valid_candidate") {
-      if (has_winner) bad("marked no_valid_candidate but has a winner");
-      e.kind = Kind::kNoValid;
-      entries_.push_back(e);
-      ++stats_.no_valid;
-      continue;
-    }
-    if (status != "tuned") bad("unknown status '" + status + "'");
-    if (!has_winner) bad("marked tuned but has no winner");
-    if (st.is_null(kTrialId)) bad("its winner names a trial that does not exist");
-    if (st.column_int(kTrialBucket) != id) bad("its winner is a trial of another bucket");
-    if (st.column_text(kDisposition) != "passed") {
-      bad("its winner is a trial with disposition '" + st.column_text(kDisposition) +
-          "', not 'passed'");
-    }
-    const std::string variant = st.column_text(kVariant);
-    if (st.is_null(kVariantRow)) {
-      bad("winner variant '" + variant + "' is not in the variants table");
-    }
-    if (variant.empty() || variant.size() >= MLATUNE_VARIANT_NAME_MAX) {
-      bad("winner variant name '" + variant + "' does not fit the runtime's selection");
-    }
-    const LaunchParams params{
-        clamp_param(st.column_int(kKvSplits)), clamp_param(st.column_int(kKvTile)),
-        clamp_param(st.column_int(kBlockRows)), clamp_param(st.column_int(kWorkers))};
-    std::memcpy(e.selection.variant, variant.data(), variant.size());
-    e.selection.kv_splits = params.kv_splits;
-    e.selection.kv_tile = params.kv_tile;
-    e.selection.block_rows = params.block_rows;
-    e.selection.workers = params.workers;
-    e.selection.time_median_us = st.is_null(kTimeMedian) ? std::numeric_limits<double>::quiet_NaN()
-                                                         : st.column_double(kTimeMedian);
-
-    const std::string stored_identity = st.column_text(kCodeIdentity);
-    const Variant* v = registry->find(variant);
-    std::string stale;
-    if (!v) {
-      stale = "winner '" + variant + "' of bucket " + bucket_key.to_string() +
-              " is stale: the variant is not part of this build (database code identity " +
-              stored_identity + "); re-tune the bucket";
-    } else if (v->code_identity() != stored_identity) {
-      stale = "winner '" + variant + "' of bucket " + bucket_key.to_string() +
-              " is stale: tuned with code identity " + stored_identity + ", this build has " +
-              std::string(v->code_identity()) + "; re-tune the bucket";
-    } else {
-      auto it = spaces.find(v);
-      if (it == spaces.end()) it = spaces.emplace(v, v->param_space()).first;
-      if (!it->second.contains(params)) {
-        bad("winner '" + variant + "' has launch parameters " + params.to_string() +
-            " outside the variant's parameter space");
-      }
-    }
-    if (stale.empty()) {
-      e.kind = Kind::kUsable;
-      e.variant = v;
-      e.params = params;
-      ++stats_.usable;
-    } else {
-      e.kind = Kind::kStale;
-      e.message = static_cast<uint32_t>(messages_.size());
-      messages_.push_back(std::move(stale));
-      ++stats_.stale;
-    }
-    entries_.push_back(e);
   }
+  return first_problem;
+}
+
+void WinnerTable::load_row(const Statement& st, const std::string& path, const Registry& registry,
+                           std::map<const Variant*, ParamSpace>& spaces) {
+  const int64_t id = st.column_int(kBucketId);
+  auto bad = [&](const std::string& what) {
+    refuse(MLATUNE_STATUS_CORRUPT, path, "bucket " + std::to_string(id) + ": " + what);
+  };
+  const int64_t heads = st.column_int(kHeads), qlen = st.column_int(kQlen);
+  const int64_t page = st.column_int(kPageSize), lse = st.column_int(kLse);
+  const int64_t batch_lo = st.column_int(kBatchLo), batch_hi = st.column_int(kBatchHi);
+  const int64_t kv_lo = st.column_int(kKvLo), kv_hi = st.column_int(kKvHi);
+  // The schema's CHECKs make these impossible in an intact file; the packed key and the
+  // lookup arithmetic rely on them, so they are checked rather than trusted.
+  if (!in_range(heads, 1, kMaxHeads) || !in_range(qlen, 1, kMaxQlen) ||
+      !in_range(page, 1, kMaxPageSize) || !in_range(lse, 0, 1) ||
+      !in_range(batch_lo, 1, kMaxBatch) || !in_range(batch_hi, batch_lo, kMaxBatch) ||
+      !in_range(kv_lo, 1, kMaxKvLen) || !in_range(kv_hi, kv_lo, kMaxKvLen)) {
+    bad("key or range outside the schema's limits");
+  }
+  const int32_t q_dtype = parse_dtype_code(st.column_text(kQDtype), path, id);
+  const int32_t kv_dtype = parse_dtype_code(st.column_text(kKvDtype), path, id);
+
+  Entry e{};
+  e.key = pack_key(int32_t(heads), int32_t(qlen), q_dtype, kv_dtype, int32_t(page), int32_t(lse));
+  e.batch_lo = int32_t(batch_lo);
+  e.batch_hi = int32_t(batch_hi);
+  e.kv_lo = int32_t(kv_lo);
+  e.kv_hi = int32_t(kv_hi);
+  e.selection.batch_lo = e.batch_lo;
+  e.selection.batch_hi = e.batch_hi;
+  e.selection.kv_lo = e.kv_lo;
+  e.selection.kv_hi = e.kv_hi;
+
+  BucketKey bucket_key;
+  bucket_key.key = DecodeKey{
+      int32_t(heads), int32_t(qlen), static_cast<DType>(q_dtype), static_cast<DType>(kv_dtype),
+      int32_t(page),  lse != 0};
+  bucket_key.batch_lo = e.batch_lo;
+  bucket_key.batch_hi = e.batch_hi;
+  bucket_key.kv_lo = e.kv_lo;
+  bucket_key.kv_hi = e.kv_hi;
+
+  const std::string status = st.column_text(kStatus);
+  const bool has_winner = !st.is_null(kWinnerTrial);
+  if (status == "no_valid_candidate") {
+    if (has_winner) bad("marked no_valid_candidate but has a winner");
+    e.kind = Kind::kNoValid;
+    entries_.push_back(e);
+    ++stats_.no_valid;
+    return;
+  }
+  if (status != "tuned") bad("unknown status '" + status + "'");
+  if (!has_winner) bad("marked tuned but has no winner");
+  if (st.is_null(kTrialId)) bad("its winner names a trial that does not exist");
+  if (st.column_int(kTrialBucket) != id) bad("its winner is a trial of another bucket");
+  if (st.column_text(kDisposition) != "passed") {
+    bad("its winner is a trial with disposition '" + st.column_text(kDisposition) +
+        "', not 'passed'");
+  }
+  const std::string variant = st.column_text(kVariant);
+  if (st.is_null(kVariantRow)) {
+    bad("winner variant '" + variant + "' is not in the variants table");
+  }
+  if (variant.empty() || variant.size() >= MLATUNE_VARIANT_NAME_MAX) {
+    bad("winner variant name '" + variant + "' does not fit the runtime's selection");
+  }
+  const LaunchParams params{
+      clamp_param(st.column_int(kKvSplits)), clamp_param(st.column_int(kKvTile)),
+      clamp_param(st.column_int(kBlockRows)), clamp_param(st.column_int(kWorkers))};
+  std::memcpy(e.selection.variant, variant.data(), variant.size());
+  e.selection.kv_splits = params.kv_splits;
+  e.selection.kv_tile = params.kv_tile;
+  e.selection.block_rows = params.block_rows;
+  e.selection.workers = params.workers;
+  e.selection.time_median_us = st.is_null(kTimeMedian) ? std::numeric_limits<double>::quiet_NaN()
+                                                       : st.column_double(kTimeMedian);
+
+  const std::string stored_identity = st.column_text(kCodeIdentity);
+  const Variant* v = registry.find(variant);
+  std::string stale;
+  if (!v) {
+    stale = "winner '" + variant + "' of bucket " + bucket_key.to_string() +
+            " is stale: the variant is not part of this build (database code identity " +
+            stored_identity + "); re-tune the bucket";
+  } else if (v->code_identity() != stored_identity) {
+    stale = "winner '" + variant + "' of bucket " + bucket_key.to_string() +
+            " is stale: tuned with code identity " + stored_identity + ", this build has " +
+            std::string(v->code_identity()) + "; re-tune the bucket";
+  } else {
+    auto it = spaces.find(v);
+    if (it == spaces.end()) it = spaces.emplace(v, v->param_space()).first;
+    if (!it->second.contains(params)) {
+      bad("winner '" + variant + "' has launch parameters " + params.to_string() +
+          " outside the variant's parameter space");
+    }
+  }
+  if (stale.empty()) {
+    e.kind = Kind::kUsable;
+    e.variant = v;
+    e.params = params;
+    ++stats_.usable;
+  } else {
+    e.kind = Kind::kStale;
+    e.message = static_cast<uint32_t>(messages_.size());
+    messages_.push_back(std::move(stale));
+    ++stats_.stale;
+  }
+  entries_.push_back(e);
 }
 
 void WinnerTable::build_index(const std::string& path) {

@@ -8,12 +8,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "db/digest.h"
 #include "db/sqlite_util.h"
 #include "mla_decode/device.h"
 #include "mla_decode/registry.h"
@@ -92,7 +95,13 @@ class WinnerTable {
  private:
   class MessageWriter;
   WinnerTable() = default;
-  void load_winners(const SqliteDb& db, const std::string& path, const Registry* registry);
+  // Reads every bucket and its winner into entries_ in one pass that also feeds `digest`. The
+  // first problem found in a row is returned, not thrown, so that the caller can report a digest
+  // mismatch (damage) before it.
+  std::exception_ptr load_winners(const SqliteDb& db, const std::string& path,
+                                  const Registry* registry, WinnersDigest& digest);
+  void load_row(const Statement& st, const std::string& path, const Registry& registry,
+                std::map<const Variant*, ParamSpace>& spaces);
   void build_index(const std::string& path);
   void describe_miss(const mlatune_decode_key& key, MessageWriter& w) const noexcept;
   size_t key_slot(uint64_t packed) const {

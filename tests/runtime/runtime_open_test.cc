@@ -18,6 +18,7 @@ namespace {
 
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string last_error() { return mlatune_last_error(); }
 
@@ -256,6 +257,18 @@ TEST_F(OpenTest, WinnerOutsideTheParamSpaceIsCorruptEvenWithADigest) {
   ASSERT_EQ(open(), MLATUNE_STATUS_CORRUPT);
   EXPECT_THAT(last_error(), HasSubstr("outside the variant's parameter space"));
   EXPECT_THAT(last_error(), HasSubstr("splits=12345"));
+}
+
+// Open checks the rows and computes the digest in one pass: a bad row found before the end still
+// reports the digest mismatch (damage), not what the damaged field claims.
+TEST_F(OpenTest, AnUnsealedBadRowIsReportedAsADigestMismatch) {
+  edit_db(path_,
+          "UPDATE trials SET kv_splits = 12345 WHERE id IN (SELECT trial_id FROM winners) "
+          "AND variant = 'host_split_kv_v1'",
+          false);
+  ASSERT_EQ(open(), MLATUNE_STATUS_CORRUPT);
+  EXPECT_THAT(last_error(), HasSubstr("integrity digest mismatch"));
+  EXPECT_THAT(last_error(), Not(HasSubstr("splits=12345")));
 }
 
 TEST_F(OpenTest, WinnerThatIsNotAPassedTrialOfItsBucketIsCorrupt) {
