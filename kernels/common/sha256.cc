@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
 namespace mlatune {
 namespace {
 
@@ -18,13 +23,7 @@ constexpr std::array<uint32_t, 64> kRoundConstants = {
 
 constexpr uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
-}  // namespace
-
-Sha256::Sha256()
-    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-             0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
-
-void Sha256::compress(const uint8_t* block) {
+void compress_portable(std::array<uint32_t, 8>& state, const uint8_t* block) {
   uint32_t w[64];
   for (int i = 0; i < 16; ++i) {
     w[i] = uint32_t{block[4 * i]} << 24 | uint32_t{block[4 * i + 1]} << 16 |
@@ -35,8 +34,8 @@ void Sha256::compress(const uint8_t* block) {
     const uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
     w[i] = w[i - 16] + s0 + w[i - 7] + s1;
   }
-  uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
-  uint32_t e = state_[4], f = state_[5], g = state_[6], h = state_[7];
+  uint32_t a = state[0], b = state[1], c = state[2], d = state[3];
+  uint32_t e = state[4], f = state[5], g = state[6], h = state[7];
   for (int i = 0; i < 64; ++i) {
     const uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) +
                         kRoundConstants[i] + w[i];
@@ -50,14 +49,87 @@ void Sha256::compress(const uint8_t* block) {
     b = a;
     a = t1 + t2;
   }
-  state_[0] += a;
-  state_[1] += b;
-  state_[2] += c;
-  state_[3] += d;
-  state_[4] += e;
-  state_[5] += f;
-  state_[6] += g;
-  state_[7] += h;
+  state[0] += a;
+  state[1] += b;
+  state[2] += c;
+  state[3] += d;
+  state[4] += e;
+  state[5] += f;
+  state[6] += g;
+  state[7] += h;
+}
+
+#if defined(__x86_64__)
+bool cpu_has_sha_extensions() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const bool ssse3_sse41 = (c & bit_SSSE3) && (c & bit_SSE4_1);
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return ssse3_sse41 && (b & bit_SHA);
+}
+
+// The SHA extensions keep the eight state words as two vectors, (A, B, E, F) and (C, D, G, H)
+// (highest lane first), and run two rounds per sha256rnds2 with the message words plus round
+// constants in the low 64 bits of its third operand.
+__attribute__((target("sha,sse4.1,ssse3"))) void compress_cpu_extensions(
+    std::array<uint32_t, 8>& state, const uint8_t* blocks, size_t count) {
+  const __m128i kByteSwap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+  // state[0..3] = lanes (A, B, C, D) from lane 0 up; state[4..7] = (E, F, G, H).
+  __m128i dcba = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&state[0]));
+  __m128i hgfe = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&state[4]));
+  const __m128i cdab = _mm_shuffle_epi32(dcba, 0xB1);  // lanes (B, A, D, C)
+  const __m128i efgh = _mm_shuffle_epi32(hgfe, 0x1B);  // lanes (H, G, F, E)
+  __m128i abef = _mm_alignr_epi8(cdab, efgh, 8);       // lanes (F, E, B, A)
+  __m128i cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);    // lanes (H, G, D, C)
+  for (size_t n = 0; n < count; ++n, blocks += 64) {
+    const __m128i abef_in = abef;
+    const __m128i cdgh_in = cdgh;
+    __m128i m[16];
+    for (int g = 0; g < 16; ++g) {
+      if (g < 4) {
+        m[g] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + 16 * g)),
+                                kByteSwap);
+      } else {
+        // W[t] = s1(W[t-2]) + W[t-7] + s0(W[t-15]) + W[t-16], four words at a time.
+        const __m128i w7 = _mm_alignr_epi8(m[g - 1], m[g - 2], 4);
+        m[g] = _mm_sha256msg2_epu32(_mm_add_epi32(_mm_sha256msg1_epu32(m[g - 4], m[g - 3]), w7),
+                                    m[g - 1]);
+      }
+      const __m128i wk = _mm_add_epi32(
+          m[g], _mm_loadu_si128(reinterpret_cast<const __m128i*>(&kRoundConstants[4 * g])));
+      cdgh = _mm_sha256rnds2_epu32(cdgh, abef, wk);
+      abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(wk, 0x0E));
+    }
+    abef = _mm_add_epi32(abef, abef_in);
+    cdgh = _mm_add_epi32(cdgh, cdgh_in);
+  }
+  const __m128i feba = _mm_shuffle_epi32(abef, 0x1B);  // lanes (A, B, E, F)
+  const __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);  // lanes (G, H, C, D)
+  dcba = _mm_blend_epi16(feba, dchg, 0xF0);            // lanes (A, B, C, D)
+  hgfe = _mm_alignr_epi8(dchg, feba, 8);               // lanes (E, F, G, H)
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(&state[0]), dcba);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(&state[4]), hgfe);
+}
+#else
+bool cpu_has_sha_extensions() { return false; }
+void compress_cpu_extensions(std::array<uint32_t, 8>&, const uint8_t*, size_t) {}
+#endif
+
+const bool kCpuHasShaExtensions = cpu_has_sha_extensions();
+
+}  // namespace
+
+Sha256::Sha256(bool portable_only)
+    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+             0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19},
+      use_cpu_extensions_(!portable_only && kCpuHasShaExtensions) {}
+
+void Sha256::compress(const uint8_t* blocks, size_t count) {
+  if (use_cpu_extensions_) {
+    compress_cpu_extensions(state_, blocks, count);
+    return;
+  }
+  for (size_t i = 0; i < count; ++i) compress_portable(state_, blocks + 64 * i);
 }
 
 void Sha256::update(const void* data, size_t size) {
@@ -70,10 +142,12 @@ void Sha256::update(const void* data, size_t size) {
     p += take;
     size -= take;
     if (buffered_ < buffer_.size()) return;
-    compress(buffer_.data());
+    compress(buffer_.data(), 1);
     buffered_ = 0;
   }
-  for (; size >= 64; p += 64, size -= 64) compress(p);
+  compress(p, size / 64);
+  p += size / 64 * 64;
+  size %= 64;
   if (size > 0) std::memcpy(buffer_.data(), p, size);
   buffered_ = size;
 }
@@ -102,6 +176,8 @@ std::string Sha256::finish_hex() {
   }
   return out;
 }
+
+bool sha256_cpu_extensions_available() { return kCpuHasShaExtensions; }
 
 std::string sha256_hex(std::string_view data) {
   Sha256 h;
