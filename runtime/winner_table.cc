@@ -224,6 +224,15 @@ struct StoredProvenance {
   std::string winners_digest;
 };
 
+// Winner rows of no bucket: the bucket pass (and so the digest) never sees them.
+void check_no_orphan_winners(const SqliteDb& db, const std::string& path) {
+  Statement st(db, "SELECT count(*) FROM winners WHERE bucket_id NOT IN (SELECT id FROM buckets)");
+  if (st.step() && st.column_int(0) != 0) {
+    refuse(MLATUNE_STATUS_CORRUPT, path,
+           std::to_string(st.column_int(0)) + " winner(s) name a bucket that does not exist");
+  }
+}
+
 StoredProvenance read_provenance(const SqliteDb& db, const std::string& path) {
   {
     Statement st(db, "SELECT count(*) FROM provenance");
@@ -350,14 +359,7 @@ std::unique_ptr<WinnerTable> WinnerTable::open(const std::string& path,
                       tuned.to_string() + ", running on " + expected.to_string();
     }
 
-    {
-      Statement st(db,
-                   "SELECT count(*) FROM winners WHERE bucket_id NOT IN (SELECT id FROM buckets)");
-      if (st.step() && st.column_int(0) != 0) {
-        refuse(MLATUNE_STATUS_CORRUPT, path,
-               std::to_string(st.column_int(0)) + " winner(s) name a bucket that does not exist");
-      }
-    }
+    check_no_orphan_winners(db, path);
     if (row_problem) std::rethrow_exception(row_problem);
     table->build_index(path);
 

@@ -245,15 +245,17 @@ TEST_F(OpenTest, LosingTrialsAndTimestampsAreOutsideTheDigest) {
   ASSERT_EQ(open(), MLATUNE_STATUS_OK) << last_error();
 }
 
+// Sets the host_split_kv_v1 winners' kv_splits outside that variant's parameter space.
+constexpr const char* kWinnerSplitsOutsideTheSpace =
+    "UPDATE trials SET kv_splits = 12345 WHERE id IN (SELECT trial_id FROM winners) "
+    "AND variant = 'host_split_kv_v1'";
+
 TEST_F(OpenTest, WinnerOutsideTheParamSpaceIsCorruptEvenWithADigest) {
   const ParamSpace space = builtin_registry().find("host_split_kv_v1")->param_space();
   LaunchParams p = space.enumerate().back();
   p.kv_splits = 12345;
   ASSERT_FALSE(space.contains(p));
-  edit_db(path_,
-          "UPDATE trials SET kv_splits = 12345 WHERE id IN (SELECT trial_id FROM winners) "
-          "AND variant = 'host_split_kv_v1'",
-          true);
+  edit_db(path_, kWinnerSplitsOutsideTheSpace, true);
   ASSERT_EQ(open(), MLATUNE_STATUS_CORRUPT);
   EXPECT_THAT(last_error(), HasSubstr("outside the variant's parameter space"));
   EXPECT_THAT(last_error(), HasSubstr("splits=12345"));
@@ -262,10 +264,7 @@ TEST_F(OpenTest, WinnerOutsideTheParamSpaceIsCorruptEvenWithADigest) {
 // Open checks the rows and computes the digest in one pass: a bad row found before the end still
 // reports the digest mismatch (damage), not what the damaged field claims.
 TEST_F(OpenTest, AnUnsealedBadRowIsReportedAsADigestMismatch) {
-  edit_db(path_,
-          "UPDATE trials SET kv_splits = 12345 WHERE id IN (SELECT trial_id FROM winners) "
-          "AND variant = 'host_split_kv_v1'",
-          false);
+  edit_db(path_, kWinnerSplitsOutsideTheSpace, false);
   ASSERT_EQ(open(), MLATUNE_STATUS_CORRUPT);
   EXPECT_THAT(last_error(), HasSubstr("integrity digest mismatch"));
   EXPECT_THAT(last_error(), Not(HasSubstr("splits=12345")));
