@@ -1,10 +1,11 @@
 // libFuzzer target: the launch-plan reader (kernels/mla_decode/launch_plan.h), the one way a plan
 // from outside the planner reaches a kernel. The input picks a launch (batch, workers, kv_tile,
-// lengths), plans it, checks that the planner's own plan is accepted, then damages the encoded
-// words as the rest of the input says (overwrite or xor at chosen positions, or truncate) and runs
-// check_plan on the result: it must either refuse with std::invalid_argument or accept a plan all
-// of whose indices lie inside the launch. Anything else (another exception, an index out of range,
-// a sanitizer report) is a finding.
+// lengths), plans it, checks that the planner's own plan is accepted (and that the allocation-free
+// writer of plan_writer.h wrote the same words as plan_work + encode_plan), then damages the
+// encoded words as the rest of the input says (overwrite or xor at chosen positions, or truncate)
+// and runs check_plan on the result: it must either refuse with std::invalid_argument or accept a
+// plan all of whose indices lie inside the launch. Anything else (another exception, an index out
+// of range, a sanitizer report) is a finding.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "mla_decode/launch_plan.h"
+#include "mla_decode/plan_writer.h"
 #include "mla_decode/work_plan.h"
 
 namespace {
@@ -61,10 +63,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int32_t& l : lens) l = static_cast<int32_t>(in.u32() % (static_cast<uint32_t>(max_len) + 1));
 
   std::vector<int32_t> words(static_cast<size_t>(mlatune::max_plan_words(batch, workers)));
-  const int64_t used =
-      mlatune::encode_plan(mlatune::plan_work(lens, tile, workers, max_len), words);
+  const int64_t used = mlatune::write_launch_plan(lens, tile, workers, max_len, words);
   words.resize(static_cast<size_t>(used));
   walk(mlatune::check_plan(words, batch, workers, tile, max_len), max_len);  // must not throw
+  // The allocation-free writer and the planner it replaces on the decode path agree word for word.
+  std::vector<int32_t> want(static_cast<size_t>(mlatune::max_plan_words(batch, workers)));
+  want.resize(static_cast<size_t>(
+      mlatune::encode_plan(mlatune::plan_work(lens, tile, workers, max_len), want)));
+  require(want == words);
 
   // Damage: (position, value, mode) triples; mode 3 truncates.
   while (in.size >= 12) {

@@ -1,12 +1,16 @@
 // mlatune_lookup allocates nothing: not on a hit, not on a miss or refusal (whose message goes to
-// a per-thread fixed buffer); neither does mlatune_plan_decode on a plan object sized for the call
-// (winners without a host work partition). Counted by replacing the global allocation functions of
-// this test program, which the shared library's C++ code uses too.
+// a per-thread fixed buffer); neither does mlatune_plan_decode on a plan object sized for the call,
+// with or without a host work partition (persistent winners). Counted by replacing the global
+// allocation functions of this test program, which the shared library's C++ code uses too.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "runtime/decode_call.h"
 #include "runtime/runtime_fixture.h"
@@ -21,8 +25,10 @@ void* operator new(size_t n) {
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
+// Not inlined: GCC would see free() of a pointer from operator new and warn, not knowing that
+// this program's operator new is malloc.
+__attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace mlatune::test_db {
 namespace {
@@ -74,11 +80,15 @@ TEST(LookupAllocationTest, HitsMissesAndRefusalsAllocateNothing) {
   remove_db_files(path);
 }
 
-TEST(LookupAllocationTest, PlanningASizedPlanAllocatesNothing) {
+// Plans batch-256 calls of several length distributions (one sequence at the bucket's longest)
+// with `variant` (at `params`) as the winner, into a plan object sized once, and refusals too.
+void expect_planning_allocates_nothing(const std::string& variant,
+                                       std::optional<LaunchParams> params) {
+  SCOPED_TRACE(variant);
   std::string path = temp_path();
   const DecodeKey key = make_key(16, 1, DType::kBF16, DType::kBF16, 64, false);
   TestDbSpec spec;
-  spec.buckets.push_back({key, 1, 256, 1, 4096, false, "host_split_kv_v1", std::nullopt, 1.0});
+  spec.buckets.push_back({key, 1, 256, 1, 4096, false, variant, params, 1.0});
   write_test_db(path, spec);
   DbHandle db;
   ASSERT_EQ(open_db(path, &db), MLATUNE_STATUS_OK) << mlatune_last_error();
@@ -90,19 +100,32 @@ TEST(LookupAllocationTest, PlanningASizedPlanAllocatesNothing) {
   problem.sm_scale = 0.04f;
   problem.max_pages_per_seq = 64;
   problem.num_pages = 256 * 64;
-  std::vector<int32_t> lens(256, 1000);
-  lens[7] = 4096;
+  std::mt19937 rng(3);
+  std::vector<std::vector<int32_t>> lens_sets{std::vector<int32_t>(256, 1000),
+                                              std::vector<int32_t>(256, 4096),
+                                              std::vector<int32_t>(256, 1)};
+  for (int i = 0; i < 8; ++i) {
+    std::vector<int32_t> lens(256);
+    for (int32_t& l : lens) l = 1 + static_cast<int32_t>(rng() % 4096);
+    lens_sets.push_back(lens);
+  }
+  for (std::vector<int32_t>& lens : lens_sets) lens[rng() % 256] = 4096;
   mlatune_decode_problem untuned = problem;
   untuned.key.heads = 8;
-  ASSERT_EQ(mlatune_plan_decode(db.get(), &problem, lens.data(), plan), MLATUNE_STATUS_OK)
+  ASSERT_EQ(mlatune_plan_decode(db.get(), &problem, lens_sets[0].data(), plan), MLATUNE_STATUS_OK)
       << mlatune_last_error();
-  ASSERT_EQ(mlatune_plan_decode(db.get(), &untuned, lens.data(), plan), MLATUNE_STATUS_UNTUNED);
+  mlatune_selection sel{};
+  ASSERT_EQ(mlatune_plan_selection(plan, &sel), MLATUNE_STATUS_OK);
+  ASSERT_STREQ(sel.variant, variant.c_str());
+  ASSERT_EQ(mlatune_plan_decode(db.get(), &untuned, lens_sets[0].data(), plan),
+            MLATUNE_STATUS_UNTUNED);
 
   g_counting = true;
   int ok = 0, refused = 0;
   for (int i = 0; i < 200; ++i) {
-    ok += mlatune_plan_decode(db.get(), &problem, lens.data(), plan) == MLATUNE_STATUS_OK;
-    refused += mlatune_plan_decode(db.get(), &untuned, lens.data(), plan) == MLATUNE_STATUS_UNTUNED;
+    const int32_t* lens = lens_sets[static_cast<size_t>(i) % lens_sets.size()].data();
+    ok += mlatune_plan_decode(db.get(), &problem, lens, plan) == MLATUNE_STATUS_OK;
+    refused += mlatune_plan_decode(db.get(), &untuned, lens, plan) == MLATUNE_STATUS_UNTUNED;
   }
   g_counting = false;
   EXPECT_EQ(ok, 200);
@@ -110,6 +133,17 @@ TEST(LookupAllocationTest, PlanningASizedPlanAllocatesNothing) {
   EXPECT_EQ(g_allocations.exchange(0), 0);
   mlatune_plan_destroy(plan);
   remove_db_files(path);
+}
+
+TEST(LookupAllocationTest, PlanningASizedPlanAllocatesNothing) {
+  expect_planning_allocates_nothing("host_split_kv_v1", std::nullopt);
+}
+
+// The host work partition is made into the plan object's words: one worker (nothing cut), and
+// 64 (long sequences cut, short ones shared).
+TEST(LookupAllocationTest, PlanningAPersistentWinnerAllocatesNothing) {
+  expect_planning_allocates_nothing("host_persistent_v1", LaunchParams{1, 64, 0, 1});
+  expect_planning_allocates_nothing("host_persistent_v1", LaunchParams{1, 64, 0, 64});
 }
 
 }  // namespace

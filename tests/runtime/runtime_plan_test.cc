@@ -155,6 +155,9 @@ TEST_F(PlanRunTest, ProblemsInconsistentWithTheKeyAreRefused) {
   negative.kv_lens[1] = -5;
   EXPECT_EQ(plan_status(negative), MLATUNE_STATUS_INVALID_ARGUMENT);
   EXPECT_THAT(mlatune_last_error(), HasSubstr("kv_lens[1]=-5"));
+  negative.kv_lens[0] = 1 << 20;  // past the pool's pages too: the first bad length is named
+  EXPECT_EQ(plan_status(negative), MLATUNE_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(mlatune_last_error(), HasSubstr("kv_lens[0]=1048576"));
   DecodeCall no_scale = call;
   no_scale.problem.sm_scale = 0.0f;
   EXPECT_EQ(plan_status(no_scale), MLATUNE_STATUS_INVALID_ARGUMENT);

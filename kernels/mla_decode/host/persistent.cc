@@ -22,6 +22,7 @@
 #include "mla_decode/host/key_range.h"
 #include "mla_decode/host/thread_pool.h"
 #include "mla_decode/launch_plan.h"
+#include "mla_decode/plan_writer.h"
 #include "mla_decode/work_plan.h"
 
 namespace mlatune {
@@ -77,7 +78,7 @@ class PersistentVariant final : public Variant {
     }
     try {
       return static_cast<size_t>(
-          encode_plan(plan_work(kv_lens, p.kv_tile, p.workers, max_len_of(s)), out));
+          write_launch_plan(kv_lens, p.kv_tile, p.workers, max_len_of(s), out));
     } catch (const std::invalid_argument& e) {
       throw LaunchError(std::string(kName) + ": " + e.what());
     }

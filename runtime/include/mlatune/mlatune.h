@@ -191,8 +191,9 @@ MLATUNE_API void mlatune_plan_destroy(mlatune_plan* plan);
  * the problem (scales, pool, block-table stride) and `kv_lens` (host memory, [key.batch]: each
  * length in [qlen, max_pages_per_seq * page_size], their maximum equal to key.max_kv_len), and
  * writes the launch into `plan`. On failure the plan is marked failed and run refuses it.
- * Allocation: none for a plan object sized by mlatune_plan_create() on this handle, except inside
- * the work partition of persistent variants (a known gap of this release). */
+ * Allocation: none for a plan object sized by mlatune_plan_create() on this handle, work partition
+ * of persistent variants included, except for hip_mma_fp8kv_persistent_v1 winners (their code
+ * identity pins the previous planner until the databases that hold them are retuned). */
 MLATUNE_API mlatune_status mlatune_plan_decode(const mlatune_db* db,
                                                const mlatune_decode_problem* problem,
                                                const int32_t* kv_lens, mlatune_plan* plan);
