@@ -82,13 +82,18 @@ const std::string_view kDigestRowsSql =
     "ORDER BY b.heads, b.qlen, b.q_dtype, b.kv_dtype, b.page_size, b.lse, b.batch_lo, "
     "b.batch_hi, b.kv_lo, b.kv_hi";
 
-WinnersDigest::WinnersDigest(const SqliteDb& db) {
+std::string provenance_digest_line(const SqliteDb& db) {
   Statement st(db, kProvenanceSql);
   if (!st.step()) throw DbError(SQLITE_CORRUPT, db.path() + ": the provenance table is empty");
-  append_row(st, kProvenanceColumns, line_);
+  std::string line;
+  append_row(st, kProvenanceColumns, line);
   if (st.step()) {
     throw DbError(SQLITE_CORRUPT, db.path() + ": the provenance table has more than one row");
   }
+  return line;
+}
+
+WinnersDigest::WinnersDigest(const SqliteDb& db) : line_(provenance_digest_line(db)) {
   sha_.update(line_);
 }
 

@@ -19,6 +19,11 @@ namespace mlatune {
 // 64 lowercase hex digits. Throws DbError if the tables cannot be read.
 std::string compute_winners_digest(const SqliteDb& db);
 
+// The digest text's first line: the provenance row's hashed columns, canonically formatted. The
+// dispatch snapshot (db/snapshot.h) records its SHA-256, so that a reader that does not walk the
+// buckets still checks the provenance. Throws DbError (no or several provenance rows).
+std::string provenance_digest_line(const SqliteDb& db);
+
 // The same digest for a reader that walks every bucket anyway (the runtime's open), so that the
 // rows are read once: construct it (reads and hashes the provenance), step a Statement over
 // kDigestRowsSql, add() every row in the order the query returns them, then finish_hex().

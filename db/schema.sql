@@ -3,8 +3,9 @@
 -- and the runtime refuses any other user_version.
 --
 -- Contents: provenance (one row), the variants used with their code identities, shape buckets,
--- every trial of every candidate with its disposition and evidence, and one winner per tuned
--- bucket that must point at a passed trial of that bucket (enforced by triggers).
+-- every trial of every candidate with its disposition and evidence, one winner per tuned bucket
+-- that must point at a passed trial of that bucket (enforced by triggers), and the dispatch
+-- snapshot the runtime loads (made from those rows).
 
 CREATE TABLE provenance (
   id               INTEGER PRIMARY KEY CHECK (id = 1),
@@ -87,6 +88,20 @@ CREATE TABLE winners (
 ) STRICT;
 
 CREATE INDEX trials_by_bucket ON trials (bucket_id);
+
+-- The dispatch snapshot: the buckets and winners the runtime loads, as one versioned, sealed
+-- binary blob (format and binding rules: db/snapshot.h), so that opening a large database reads
+-- one row. Written from the rows above when a tune or a --resume completes and by
+-- `mlatune snapshot`; never by hand. It is bound to the winners digest it was made from and to the
+-- state of the file it was written in: after any other change the runtime reads the rows instead.
+-- Optional: version-2 files written before it existed lack the table (their rows are read).
+CREATE TABLE dispatch_snapshot (
+  id              INTEGER PRIMARY KEY CHECK (id = 1),
+  -- Informative copy of the digest the snapshot was made from (for people and SQL); the runtime
+  -- reads the copy inside data, which the blob's own SHA-256 covers.
+  winners_digest  TEXT    NOT NULL,
+  data            BLOB    NOT NULL
+) STRICT;
 
 -- A winner must be a passed trial of its own bucket, and that bucket must say 'tuned'.
 CREATE TRIGGER winners_insert_requires_passed_trial BEFORE INSERT ON winners

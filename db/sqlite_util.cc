@@ -70,6 +70,13 @@ Statement& Statement::bind(int i, std::string_view v) {
   return *this;
 }
 
+Statement& Statement::bind_blob(int i, std::span<const uint8_t> v) {
+  int rc = sqlite3_bind_blob64(stmt_, i, v.data(), v.size(), SQLITE_TRANSIENT);
+  if (rc != SQLITE_OK)
+    db_.fail(rc, "binding parameter " + std::to_string(i) + " of '" + sql_ + "'");
+  return *this;
+}
+
 Statement& Statement::bind(int i, std::nullopt_t) {
   int rc = sqlite3_bind_null(stmt_, i);
   if (rc != SQLITE_OK)
@@ -119,9 +126,22 @@ std::string_view Statement::column_text_view(int col) const {
            : std::string_view();
 }
 
+std::span<const uint8_t> Statement::column_blob(int col) const {
+  const void* p = sqlite3_column_blob(stmt_, col);
+  const int n = sqlite3_column_bytes(stmt_, col);
+  if (!p || n <= 0) return {};
+  return {static_cast<const uint8_t*>(p), static_cast<size_t>(n)};
+}
+
 std::optional<double> Statement::column_opt_double(int col) const {
   if (is_null(col)) return std::nullopt;
   return column_double(col);
+}
+
+ReadTransaction::ReadTransaction(SqliteDb& db) : db_(db) { db_.exec("BEGIN"); }
+
+ReadTransaction::~ReadTransaction() {
+  sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
 }
 
 Transaction::Transaction(SqliteDb& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }

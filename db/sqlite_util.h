@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -53,6 +54,7 @@ class Statement {
   Statement& bind(int i, int64_t v);
   Statement& bind(int i, double v);
   Statement& bind(int i, std::string_view v);
+  Statement& bind_blob(int i, std::span<const uint8_t> v);
   Statement& bind(int i, std::nullopt_t);
   Statement& bind(int i, const std::optional<double>& v);
   Statement& bind(int i, const std::optional<int32_t>& v);
@@ -69,12 +71,27 @@ class Statement {
   // another type on this column.
   std::string_view column_text_view(int col) const;
   std::optional<double> column_opt_double(int col) const;
+  // The column's bytes without a copy (empty for NULL): valid until the next step() or reset().
+  std::span<const uint8_t> column_blob(int col) const;
   int column_type(int col) const;  // SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT, SQLITE_NULL, ...
 
  private:
   const SqliteDb& db_;
   sqlite3_stmt* stmt_ = nullptr;
   std::string sql_;
+};
+
+// BEGIN (deferred) on construction, ROLLBACK on destruction: a read transaction, so that several
+// statements see one state of the file. SQLite takes its shared lock at the first read.
+class ReadTransaction {
+ public:
+  explicit ReadTransaction(SqliteDb& db);
+  ~ReadTransaction();
+  ReadTransaction(const ReadTransaction&) = delete;
+  ReadTransaction& operator=(const ReadTransaction&) = delete;
+
+ private:
+  SqliteDb& db_;
 };
 
 // BEGIN IMMEDIATE on construction; ROLLBACK on destruction unless commit() was called.

@@ -1,7 +1,8 @@
 // Builds dispatch databases directly with SQL, for the runtime's tests, its C test's fixture and
 // the lookup benchmark. Independent of the tuner: it executes the embedded schema and inserts the
 // rows a tuner would (provenance of the host, the builtin variants with their real code
-// identities, buckets, a failed and a passed trial per tuned bucket, winners, the digest).
+// identities, buckets, a failed and a passed trial per tuned bucket, winners, the digest) and,
+// like a finished tune, the dispatch snapshot (db/snapshot.h).
 // Header-only so that every test executable can include it without extra build wiring.
 #pragma once
 
@@ -17,6 +18,7 @@
 #include "db/digest.h"
 #include "db/records.h"
 #include "db/schema_sql.h"
+#include "db/snapshot.h"
 #include "db/sqlite_util.h"
 #include "mla_decode/device.h"
 #include "mla_decode/registry.h"
@@ -37,7 +39,8 @@ struct TestDbSpec {
   std::vector<TestBucket> buckets;
   std::optional<DeviceInfo> device;  // default: host_device_info()
   int user_version = kSchemaVersion;
-  bool wal = false;                           // journal_mode=WAL, as the tuner writes
+  bool wal = false;      // journal_mode=WAL, as the tuner writes (then there is no snapshot)
+  bool snapshot = true;  // write the dispatch snapshot, as a finished tune does
   std::vector<VariantRecord> extra_variants;  // variants absent from the builtin registry
 };
 
@@ -174,17 +177,22 @@ inline void write_test_db(const std::string& path, const TestDbSpec& spec) {
   }
   write_digest(db);
   tx.commit();
+  if (spec.snapshot && !spec.wal) write_snapshot(db);
 }
 
 // Runs `sql` on an existing database with triggers disabled (they forbid exactly the hand edits
-// the tests simulate), then optionally rewrites the digest as a careful forger would.
-inline void edit_db(const std::string& path, const std::string& sql, bool recompute_digest) {
+// the tests simulate), then optionally rewrites the digest as a careful forger would, and the
+// dispatch snapshot as one with this tool would (write_snapshot throws DbError where the rows are
+// inconsistent). A snapshot not rewritten stays in the file, bound to its state before the edit.
+inline void edit_db(const std::string& path, const std::string& sql, bool recompute_digest,
+                    bool rewrite_snapshot = false) {
   SqliteDb db(path, SQLITE_OPEN_READWRITE);
   int enabled = -1;
   sqlite3_db_config(db.get(), SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, &enabled);
   if (enabled != 0) throw std::runtime_error("could not disable triggers");
   db.exec(sql);
   if (recompute_digest) write_digest(db);
+  if (rewrite_snapshot) write_snapshot(db);
 }
 
 }  // namespace mlatune::test_db
