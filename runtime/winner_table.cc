@@ -12,14 +12,15 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <map>
 #include <new>
 #include <string_view>
 #include <system_error>
 #include <utility>
 
+#include "common/sha256.h"
 #include "db/digest.h"
 #include "db/records.h"
+#include "db/snapshot.h"
 #include "db/sqlite_util.h"
 #include "mla_decode/memory.h"
 #include "mla_decode/problem.h"
@@ -176,8 +177,10 @@ std::unique_ptr<SqliteDb> open_read_only(const std::string& path) {
   return db;
 }
 
-void check_integrity(const SqliteDb& db, const std::string& path) {
-  Statement st(db, "PRAGMA quick_check");
+// PRAGMA quick_check of the whole file (table empty) or of one table and its indexes.
+void check_integrity(const SqliteDb& db, const std::string& path, std::string_view table = {}) {
+  Statement st(db, table.empty() ? std::string("PRAGMA quick_check")
+                                 : "PRAGMA quick_check(" + std::string(table) + ")");
   std::string first;
   int problems = 0;
   while (st.step()) {
@@ -187,8 +190,9 @@ void check_integrity(const SqliteDb& db, const std::string& path) {
   }
   if (problems > 0) {
     refuse(MLATUNE_STATUS_CORRUPT, path,
-           "damaged database: SQLite quick_check found " + std::to_string(problems) +
-               " problem(s), first: " + first);
+           "damaged database: SQLite quick_check" +
+               (table.empty() ? std::string() : " of table '" + std::string(table) + "'") +
+               " found " + std::to_string(problems) + " problem(s), first: " + first);
   }
 }
 
@@ -226,10 +230,9 @@ struct StoredProvenance {
 
 // Winner rows of no bucket: the bucket pass (and so the digest) never sees them.
 void check_no_orphan_winners(const SqliteDb& db, const std::string& path) {
-  Statement st(db, "SELECT count(*) FROM winners WHERE bucket_id NOT IN (SELECT id FROM buckets)");
-  if (st.step() && st.column_int(0) != 0) {
+  if (const int64_t orphans = count_orphan_winners(db); orphans != 0) {
     refuse(MLATUNE_STATUS_CORRUPT, path,
-           std::to_string(st.column_int(0)) + " winner(s) name a bucket that does not exist");
+           std::to_string(orphans) + " winner(s) name a bucket that does not exist");
   }
 }
 
@@ -263,47 +266,38 @@ StoredProvenance read_provenance(const SqliteDb& db, const std::string& path) {
   return p;
 }
 
-int32_t parse_dtype_code(const std::string& s, const std::string& path, int64_t bucket_id) {
-  for (size_t i = 0; i < kDtypeNames.size(); ++i) {
-    if (s == kDtypeNames[i]) return static_cast<int32_t>(i);
+// The device check (step 4 of docs/reliability.md): returns the note for the info string when a
+// foreign device is accepted, refuses it otherwise.
+std::string check_device(const DeviceInfo& tuned, const OpenOptions& options,
+                         const std::string& path) {
+  DeviceInfo expected;
+  if (options.expected_device) {
+    expected = *options.expected_device;
+  } else {
+    try {
+      expected = current_device_info(tuned.backend);
+    } catch (const std::exception& e) {
+      // No device of the database's backend in this process (a GPU database read by a CPU-only
+      // build or machine): it cannot match, so it is foreign like any other device.
+      expected.backend = "none";
+      expected.name = "no " + tuned.backend + " device (" + e.what() + ")";
+    }
   }
-  refuse(MLATUNE_STATUS_CORRUPT, path,
-         "bucket " + std::to_string(bucket_id) + " has unknown dtype '" + s + "'");
+  if (expected.matches(tuned)) return {};
+  if (!options.allow_foreign_device) {
+    refuse(MLATUNE_STATUS_FOREIGN_DEVICE, path,
+           "tuned on " + tuned.to_string() + ", but this process runs on " + expected.to_string() +
+               "; refusing its winners (allow_foreign_device overrides)");
+  }
+  return "; FOREIGN DEVICE ACCEPTED by allow_foreign_device: tuned on " + tuned.to_string() +
+         ", running on " + expected.to_string();
 }
 
-// Columns of kDigestRowsSql (db/digest.h) the loader reads.
-enum Col {
-  kHeads = 0,
-  kQlen = 1,
-  kQDtype = 2,
-  kKvDtype = 3,
-  kPageSize = 4,
-  kLse = 5,
-  kBatchLo = 6,
-  kBatchHi = 7,
-  kKvLo = 8,
-  kKvHi = 9,
-  kStatus = 10,
-  kVariant = 12,
-  kKvSplits = 13,
-  kKvTile = 14,
-  kBlockRows = 15,
-  kWorkers = 16,
-  kDisposition = 17,
-  kTimeMedian = 22,
-  kCodeIdentity = 23,
-  kBucketId = kDigestRowColumns,
-  kWinnerTrial,
-  kTrialId,
-  kTrialBucket,
-  kVariantRow,
-};
-
-bool in_range(int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; }
-
-int32_t clamp_param(int64_t v) {
-  return static_cast<int32_t>(std::clamp<int64_t>(v, std::numeric_limits<int32_t>::min(),
-                                                  std::numeric_limits<int32_t>::max()));
+[[noreturn]] void refuse_digest_mismatch(const std::string& path, const std::string& recorded,
+                                         const std::string& what) {
+  refuse(MLATUNE_STATUS_CORRUPT, path,
+         "integrity digest mismatch: provenance records " + recorded + " but " + what +
+             " (the file was damaged or edited)");
 }
 
 }  // namespace
@@ -312,56 +306,95 @@ std::unique_ptr<WinnerTable> WinnerTable::open(const std::string& path,
                                                const OpenOptions& options) {
   check_file(path);
   std::unique_ptr<WinnerTable> table(new WinnerTable());
+  Registry builtin;
+  const Registry* registry = options.registry;
+  if (!registry) {
+    builtin = builtin_registry();
+    registry = &builtin;
+  }
   try {
     // Read-only: the runtime never changes the file, and a shipped database may be read-only.
     const std::unique_ptr<SqliteDb> connection = open_read_only(path);
     SqliteDb& db = *connection;
-    check_integrity(db, path);
+    // One read transaction: every step below sees the same state of the file, and the header
+    // that binds a dispatch snapshot is the header of that state.
+    const ReadTransaction read(db);
+    Statement(db, "SELECT count(*) FROM sqlite_schema").step();  // takes SQLite's shared lock
+    const SqliteFileHeader header = read_file_header(db);
+    const bool snapshot_table = options.use_snapshot && has_snapshot_table(db);
+
+    // 1. Integrity. Where a snapshot may stand for the rows, only the tables that path reads are
+    // checked now; the whole file is checked before the rows are read.
+    const bool whole_file_checked = !snapshot_table || header.wal;
+    if (whole_file_checked) {
+      check_integrity(db, path);
+    } else {
+      // The snapshot's pages are read twice (checked, then loaded): keep them in SQLite's page
+      // cache for this connection's short life (pages are allocated as used, up to 64 MiB).
+      db.exec("PRAGMA cache_size = -65536");
+      check_integrity(db, path, "provenance");
+      check_integrity(db, path, "dispatch_snapshot");
+    }
+    // 2. Schema version and tables.
     check_schema(db, path);
     const StoredProvenance stored = read_provenance(db, path);
     const DeviceInfo& tuned = stored.provenance.device;
 
-    // One pass over the buckets loads the winners and computes the digest. A problem found in a
-    // row waits until the digest has been compared: damage anywhere in the deciding rows (the
-    // provenance included) is reported as such, not as whatever the damaged field claims.
-    WinnersDigest digest(db);
-    const std::exception_ptr row_problem = table->load_winners(db, path, options.registry, digest);
-    const std::string computed = digest.finish_hex();
-    if (computed != stored.winners_digest) {
-      refuse(MLATUNE_STATUS_CORRUPT, path,
-             "integrity digest mismatch: provenance records " + stored.winners_digest +
-                 " but the buckets and winners hash to " + computed +
-                 " (the file was damaged or edited)");
-    }
-
-    DeviceInfo expected;
-    if (options.expected_device) {
-      expected = *options.expected_device;
-    } else {
-      try {
-        expected = current_device_info(tuned.backend);
-      } catch (const std::exception& e) {
-        // No device of the database's backend in this process (a GPU database read by a CPU-only
-        // build or machine): it cannot match, so it is foreign like any other device.
-        expected.backend = "none";
-        expected.name = "no " + tuned.backend + " device (" + e.what() + ")";
-      }
-    }
     std::string override_note;
-    if (!expected.matches(tuned)) {
-      if (!options.allow_foreign_device) {
-        refuse(MLATUNE_STATUS_FOREIGN_DEVICE, path,
-               "tuned on " + tuned.to_string() + ", but this process runs on " +
-                   expected.to_string() +
-                   "; refusing its winners (allow_foreign_device overrides)");
+    std::string rows_reason =
+        options.use_snapshot
+            ? "it has no dispatch snapshot (`mlatune snapshot --db FILE` writes one)"
+            : "the caller asked for the rows";
+    if (snapshot_table) {
+      Statement st(db, "SELECT data FROM dispatch_snapshot WHERE id = 1");
+      if (st.step()) {
+        const std::span<const uint8_t> blob = st.column_blob(0);
+        SnapshotEnvelope envelope;
+        try {
+          envelope = open_snapshot_envelope(blob);  // a damaged snapshot is damage
+        } catch (const SnapshotError& e) {
+          refuse(MLATUNE_STATUS_CORRUPT, path, e.what());
+        }
+        rows_reason = snapshot_unbound_reason(envelope, header, stored.winners_digest);
+        if (rows_reason.empty()) {
+          // 3. The snapshot is bound to this file's state and winners digest, and sealed: its
+          // record of the provenance stands in for the digest's.
+          Sha256 sha;
+          sha.update(provenance_digest_line(db));
+          if (sha.finish() != envelope.provenance_sha256) {
+            refuse_digest_mismatch(path, stored.winners_digest,
+                                   "the provenance row does not hash to what its dispatch "
+                                   "snapshot recorded");
+          }
+          override_note = check_device(tuned, options, path);  // 4.
+          DispatchSnapshot snapshot;
+          try {
+            snapshot = decode_snapshot(blob);  // 5. every field range-checked
+          } catch (const SnapshotError& e) {
+            refuse(MLATUNE_STATUS_CORRUPT, path, e.what());
+          }
+          table->load(snapshot, *registry, path);  // 5. and 6.
+          table->from_snapshot_ = true;
+        }
       }
-      override_note = "; FOREIGN DEVICE ACCEPTED by allow_foreign_device: tuned on " +
-                      tuned.to_string() + ", running on " + expected.to_string();
     }
 
-    check_no_orphan_winners(db, path);
-    if (row_problem) std::rethrow_exception(row_problem);
-    table->build_index(path);
+    if (!table->from_snapshot_) {
+      if (!whole_file_checked) check_integrity(db, path);
+      // 3. One pass over the buckets reads them and computes the digest. A problem found in a
+      // row waits until the digest has been compared: damage anywhere in the deciding rows (the
+      // provenance included) is reported as such, not as whatever the damaged field claims.
+      const RowsSnapshot rows = snapshot_from_rows(db);
+      if (rows.computed_digest != stored.winners_digest) {
+        refuse_digest_mismatch(path, stored.winners_digest,
+                               "the buckets and winners hash to " + rows.computed_digest);
+      }
+      override_note = check_device(tuned, options, path);  // 4.
+      check_no_orphan_winners(db, path);                   // 5.
+      if (!rows.problem.empty()) refuse(MLATUNE_STATUS_CORRUPT, path, rows.problem);
+      table->load(rows.snapshot, *registry, path);  // 5. and 6.
+    }
+    table->build_index(path);  // 5. (overlapping buckets)
 
     const Provenance& p = stored.provenance;
     table->info_ = "file " + path + "; tool mlatune " + p.tool_version + "; tuned on " +
@@ -370,6 +403,8 @@ std::unique_ptr<WinnerTable> WinnerTable::open(const std::string& path,
                    std::to_string(table->stats_.usable) + " usable, " +
                    std::to_string(table->stats_.stale) + " stale, " +
                    std::to_string(table->stats_.no_valid) + " without a valid kernel" +
+                   (table->from_snapshot_ ? "; loaded from its dispatch snapshot"
+                                          : "; loaded from its rows: " + rows_reason) +
                    override_note;
   } catch (const DbError& e) {
     const int code = e.code();
@@ -384,143 +419,89 @@ std::unique_ptr<WinnerTable> WinnerTable::open(const std::string& path,
   return table;
 }
 
-// Reads every bucket and its winner into entries_, checking each winner against the registry.
-std::exception_ptr WinnerTable::load_winners(const SqliteDb& db, const std::string& path,
-                                             const Registry* registry, WinnersDigest& digest) {
-  Registry builtin;
-  if (!registry) {
-    builtin = builtin_registry();
-    registry = &builtin;
-  }
-  std::map<const Variant*, ParamSpace> spaces;
-
-  std::exception_ptr first_problem;
-  Statement st(db, kDigestRowsSql);
-  while (st.step()) {
-    digest.add(st);
-    if (first_problem) continue;  // the rest is hashed only
-    try {
-      load_row(st, path, *registry, spaces);
-    } catch (const RuntimeError&) {
-      first_problem = std::current_exception();
-    }
-  }
-  return first_problem;
-}
-
-void WinnerTable::load_row(const Statement& st, const std::string& path, const Registry& registry,
-                           std::map<const Variant*, ParamSpace>& spaces) {
-  const int64_t id = st.column_int(kBucketId);
-  auto bad = [&](const std::string& what) {
-    refuse(MLATUNE_STATUS_CORRUPT, path, "bucket " + std::to_string(id) + ": " + what);
+// Entries from the snapshot (made from the rows, or stored): each winner checked against the
+// linked kernels. A variant this build lacks, or whose code identity differs, makes its winners
+// stale; a current variant's winner must lie in the variant's parameter space.
+void WinnerTable::load(const DispatchSnapshot& s, const Registry& registry,
+                       const std::string& path) {
+  struct Resolved {
+    const Variant* variant = nullptr;  // null: stale
+    uint32_t message = 0;              // its stale reason in messages_
+    ParamSpace space;
   };
-  const int64_t heads = st.column_int(kHeads), qlen = st.column_int(kQlen);
-  const int64_t page = st.column_int(kPageSize), lse = st.column_int(kLse);
-  const int64_t batch_lo = st.column_int(kBatchLo), batch_hi = st.column_int(kBatchHi);
-  const int64_t kv_lo = st.column_int(kKvLo), kv_hi = st.column_int(kKvHi);
-  // The schema's CHECKs make these impossible in an intact file; the packed key and the
-  // lookup arithmetic rely on them, so they are checked rather than trusted.
-  if (!in_range(heads, 1, kMaxHeads) || !in_range(qlen, 1, kMaxQlen) ||
-      !in_range(page, 1, kMaxPageSize) || !in_range(lse, 0, 1) ||
-      !in_range(batch_lo, 1, kMaxBatch) || !in_range(batch_hi, batch_lo, kMaxBatch) ||
-      !in_range(kv_lo, 1, kMaxKvLen) || !in_range(kv_hi, kv_lo, kMaxKvLen)) {
-    bad("key or range outside the schema's limits");
-  }
-  const int32_t q_dtype = parse_dtype_code(st.column_text(kQDtype), path, id);
-  const int32_t kv_dtype = parse_dtype_code(st.column_text(kKvDtype), path, id);
-
-  Entry e{};
-  e.key = pack_key(int32_t(heads), int32_t(qlen), q_dtype, kv_dtype, int32_t(page), int32_t(lse));
-  e.batch_lo = int32_t(batch_lo);
-  e.batch_hi = int32_t(batch_hi);
-  e.kv_lo = int32_t(kv_lo);
-  e.kv_hi = int32_t(kv_hi);
-  e.selection.batch_lo = e.batch_lo;
-  e.selection.batch_hi = e.batch_hi;
-  e.selection.kv_lo = e.kv_lo;
-  e.selection.kv_hi = e.kv_hi;
-
-  BucketKey bucket_key;
-  bucket_key.key = DecodeKey{
-      int32_t(heads), int32_t(qlen), static_cast<DType>(q_dtype), static_cast<DType>(kv_dtype),
-      int32_t(page),  lse != 0};
-  bucket_key.batch_lo = e.batch_lo;
-  bucket_key.batch_hi = e.batch_hi;
-  bucket_key.kv_lo = e.kv_lo;
-  bucket_key.kv_hi = e.kv_hi;
-
-  const std::string status = st.column_text(kStatus);
-  const bool has_winner = !st.is_null(kWinnerTrial);
-  if (status == "no_valid_candidate") {
-    if (has_winner) bad("marked no_valid_candidate but has a winner");
-    e.kind = Kind::kNoValid;
-    entries_.push_back(e);
-    ++stats_.no_valid;
-    return;
-  }
-  if (status != "tuned") bad("unknown status '" + status + "'");
-  if (!has_winner) bad("marked tuned but has no winner");
-  if (st.is_null(kTrialId)) bad("its winner names a trial that does not exist");
-  if (st.column_int(kTrialBucket) != id) bad("its winner is a trial of another bucket");
-  if (st.column_text(kDisposition) != "passed") {
-    bad("its winner is a trial with disposition '" + st.column_text(kDisposition) +
-        "', not 'passed'");
-  }
-  const std::string variant = st.column_text(kVariant);
-  if (st.is_null(kVariantRow)) {
-    bad("winner variant '" + variant + "' is not in the variants table");
-  }
-  if (variant.empty() || variant.size() >= MLATUNE_VARIANT_NAME_MAX) {
-    bad("winner variant name '" + variant + "' does not fit the runtime's selection");
-  }
-  const LaunchParams params{
-      clamp_param(st.column_int(kKvSplits)), clamp_param(st.column_int(kKvTile)),
-      clamp_param(st.column_int(kBlockRows)), clamp_param(st.column_int(kWorkers))};
-  std::memcpy(e.selection.variant, variant.data(), variant.size());
-  e.selection.kv_splits = params.kv_splits;
-  e.selection.kv_tile = params.kv_tile;
-  e.selection.block_rows = params.block_rows;
-  e.selection.workers = params.workers;
-  e.selection.time_median_us = st.is_null(kTimeMedian) ? std::numeric_limits<double>::quiet_NaN()
-                                                       : st.column_double(kTimeMedian);
-
-  const std::string stored_identity = st.column_text(kCodeIdentity);
-  const Variant* v = registry.find(variant);
-  std::string stale;
-  if (!v) {
-    stale = "winner '" + variant + "' of bucket " + bucket_key.to_string() +
-            " is stale: the variant is not part of this build (database code identity " +
-            stored_identity + "); re-tune the bucket";
-  } else if (v->code_identity() != stored_identity) {
-    stale = "winner '" + variant + "' of bucket " + bucket_key.to_string() +
-            " is stale: tuned with code identity " + stored_identity + ", this build has " +
-            std::string(v->code_identity()) + "; re-tune the bucket";
-  } else {
-    auto it = spaces.find(v);
-    if (it == spaces.end()) it = spaces.emplace(v, v->param_space()).first;
-    if (!it->second.contains(params)) {
-      bad("winner '" + variant + "' has launch parameters " + params.to_string() +
-          " outside the variant's parameter space");
+  std::vector<Resolved> resolved(s.variants.size());
+  for (size_t i = 0; i < s.variants.size(); ++i) {
+    const SnapshotVariant& sv = s.variants[i];
+    Resolved& r = resolved[i];
+    const Variant* v = registry.find(sv.name);
+    if (v && v->code_identity() == sv.code_identity) {
+      r.variant = v;
+      r.space = v->param_space();
+      continue;
     }
+    r.message = static_cast<uint32_t>(messages_.size());
+    messages_.push_back(v ? "tuned with code identity " + sv.code_identity + ", this build has " +
+                                std::string(v->code_identity()) + "; re-tune the bucket"
+                          : "the variant is not part of this build (database code identity " +
+                                sv.code_identity + "); re-tune the bucket");
   }
-  if (stale.empty()) {
-    e.kind = Kind::kUsable;
-    e.variant = v;
-    e.params = params;
-    ++stats_.usable;
-  } else {
-    e.kind = Kind::kStale;
-    e.message = static_cast<uint32_t>(messages_.size());
-    messages_.push_back(std::move(stale));
-    ++stats_.stale;
+  entries_.reserve(s.entries.size());
+  for (const SnapshotEntry& x : s.entries) {
+    const BucketKey& b = x.bucket;
+    Entry e{};
+    e.key = pack_key(b.key.heads, b.key.qlen, static_cast<int32_t>(b.key.q_dtype),
+                     static_cast<int32_t>(b.key.kv_dtype), b.key.page_size, b.key.lse ? 1 : 0);
+    e.batch_lo = e.selection.batch_lo = b.batch_lo;
+    e.batch_hi = e.selection.batch_hi = b.batch_hi;
+    e.kv_lo = e.selection.kv_lo = b.kv_lo;
+    e.kv_hi = e.selection.kv_hi = b.kv_hi;
+    if (!x.has_winner) {
+      e.kind = Kind::kNoValid;
+      ++stats_.no_valid;
+      entries_.push_back(e);
+      continue;
+    }
+    if (x.variant >= s.variants.size()) {  // decode_snapshot and snapshot_from_rows ensure this
+      refuse(MLATUNE_STATUS_INTERNAL, path, "bucket " + b.to_string() + ": no such variant index");
+    }
+    const std::string& name = s.variants[x.variant].name;
+    if (name.empty() || name.size() >= MLATUNE_VARIANT_NAME_MAX) {
+      refuse(MLATUNE_STATUS_INTERNAL, path, "bucket " + b.to_string() + ": variant name length");
+    }
+    std::memcpy(e.selection.variant, name.data(), name.size());
+    e.selection.kv_splits = x.params.kv_splits;
+    e.selection.kv_tile = x.params.kv_tile;
+    e.selection.block_rows = x.params.block_rows;
+    e.selection.workers = x.params.workers;
+    e.selection.time_median_us = x.time_median_us;
+    const Resolved& r = resolved[x.variant];
+    if (!r.variant) {
+      e.kind = Kind::kStale;
+      e.message = r.message;
+      ++stats_.stale;
+    } else {
+      if (!r.space.contains(x.params)) {
+        refuse(MLATUNE_STATUS_CORRUPT, path,
+               "bucket " + b.to_string() + ": winner '" + name + "' has launch parameters " +
+                   x.params.to_string() + " outside the variant's parameter space");
+      }
+      e.kind = Kind::kUsable;
+      e.variant = r.variant;
+      e.params = x.params;
+      ++stats_.usable;
+    }
+    entries_.push_back(e);
   }
-  entries_.push_back(e);
 }
 
 void WinnerTable::build_index(const std::string& path) {
-  std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
+  // A snapshot's entries are in this order already (its format requires it).
+  const auto entry_less = [](const Entry& a, const Entry& b) {
     return std::tie(a.key, a.batch_lo, a.kv_lo) < std::tie(b.key, b.batch_lo, b.kv_lo);
-  });
+  };
+  if (!std::is_sorted(entries_.begin(), entries_.end(), entry_less)) {
+    std::sort(entries_.begin(), entries_.end(), entry_less);
+  }
   interval_cell_.push_back(0);
   std::vector<int32_t> breaks;
   std::vector<std::vector<uint32_t>> covering;
@@ -539,7 +520,7 @@ void WinnerTable::build_index(const std::string& path) {
       breaks.push_back(entries_[i].batch_lo);
       breaks.push_back(entries_[i].batch_hi + 1);
     }
-    std::sort(breaks.begin(), breaks.end());
+    if (!std::is_sorted(breaks.begin(), breaks.end())) std::sort(breaks.begin(), breaks.end());
     breaks.erase(std::unique(breaks.begin(), breaks.end()), breaks.end());
     covering.assign(breaks.size() - 1, {});
     for (size_t i = s; i < e; ++i) {
@@ -552,8 +533,13 @@ void WinnerTable::build_index(const std::string& path) {
     for (size_t j = 0; j < covering.size(); ++j) {
       std::vector<uint32_t>& cells = covering[j];
       if (cells.empty()) continue;  // a gap in batch: lookups there miss
-      std::sort(cells.begin(), cells.end(),
-                [&](uint32_t a, uint32_t b) { return entries_[a].kv_lo < entries_[b].kv_lo; });
+      const auto kv_less = [&](uint32_t a, uint32_t b) {
+        return entries_[a].kv_lo < entries_[b].kv_lo;
+      };
+      // Entries come ordered by (batch_lo, kv_lo): in a grid, the cells already are.
+      if (!std::is_sorted(cells.begin(), cells.end(), kv_less)) {
+        std::sort(cells.begin(), cells.end(), kv_less);
+      }
       for (size_t c = 1; c < cells.size(); ++c) {
         const Entry& prev = entries_[cells[c - 1]];
         const Entry& cur = entries_[cells[c]];
@@ -707,7 +693,10 @@ void WinnerTable::explain(const mlatune_decode_key& key, char* error,
       return;
     }
     case MLATUNE_STATUS_STALE:
-      w.add("%s", messages_[e->message].c_str());
+      w.add("winner '%s' of bucket ", e->selection.variant);
+      w.add_key(unpack_key(e->key));
+      w.add(" batch=%d..%d kv=%d..%d is stale: %s", e->batch_lo, e->batch_hi, e->kv_lo, e->kv_hi,
+            messages_[e->message].c_str());
       return;
     case MLATUNE_STATUS_NO_VALID_KERNEL:
       w.add("no valid kernel: bucket ");

@@ -1,23 +1,22 @@
 // The runtime's core: a dispatch database loaded into an immutable in-memory table.
 //
-// WinnerTable::open reads and checks the whole file once (integrity, schema version, provenance
-// against the running device, winners digest, every winner against the linked kernels), then
-// closes SQLite; lookup() only reads flat sorted arrays, so it needs no lock and no allocation.
-// The C API (c_api.cc) is a thin exception-to-status wrapper around this class.
+// WinnerTable::open checks the file (integrity, schema version, provenance against the running
+// device, winners digest) and loads its buckets - from its dispatch snapshot (db/snapshot.h) when
+// the snapshot is bound to this state of the file, else from the rows - checking every winner
+// against the linked kernels, then closes SQLite; lookup() only reads flat sorted arrays, so it
+// needs no lock and no allocation. The C API (c_api.cc) is a thin exception-to-status wrapper
+// around this class.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <exception>
-#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "db/digest.h"
-#include "db/sqlite_util.h"
+#include "db/snapshot.h"
 #include "mla_decode/device.h"
 #include "mla_decode/registry.h"
 #include "mlatune/mlatune.h"
@@ -43,6 +42,9 @@ struct OpenOptions {
   // The kernels winners are checked against; null: builtin_registry(). Its variants must outlive
   // the table (a plan launches them); the registry object itself is only used during open.
   const Registry* registry = nullptr;
+  // false: read the rows even where a dispatch snapshot could stand for them (tests compare the
+  // two paths; the result must be the same).
+  bool use_snapshot = true;
 };
 
 struct TableStats {
@@ -73,6 +75,8 @@ class WinnerTable {
   size_t max_plan_words(int32_t batch) const;
 
   const TableStats& stats() const { return stats_; }
+  // Whether the buckets were loaded from the dispatch snapshot rather than the rows.
+  bool from_snapshot() const { return from_snapshot_; }
   // Provenance summary: file, tool, device, config, kernel build, and any accepted override.
   const std::string& info() const { return info_; }
 
@@ -82,7 +86,7 @@ class WinnerTable {
     uint64_t key;  // packed discrete key (see pack_key in winner_table.cc)
     int32_t batch_lo, batch_hi, kv_lo, kv_hi;
     Kind kind;
-    uint32_t message;             // index into messages_ (stale entries), else unused
+    uint32_t message;             // stale entries: their variant's reason in messages_
     const Variant* variant;       // the winner's kernel (usable entries), else null
     LaunchParams params;          // its launch parameters (usable entries)
     mlatune_selection selection;  // the winner (usable and stale entries)
@@ -95,13 +99,10 @@ class WinnerTable {
  private:
   class MessageWriter;
   WinnerTable() = default;
-  // Reads every bucket and its winner into entries_ in one pass that also feeds `digest`. The
-  // first problem found in a row is returned, not thrown, so that the caller can report a digest
-  // mismatch (damage) before it.
-  std::exception_ptr load_winners(const SqliteDb& db, const std::string& path,
-                                  const Registry* registry, WinnersDigest& digest);
-  void load_row(const Statement& st, const std::string& path, const Registry& registry,
-                std::map<const Variant*, ParamSpace>& spaces);
+  // Fills entries_ and stats_ from a snapshot (decoded, or made from the rows), checking each
+  // winner against `registry`; throws RuntimeError (CORRUPT: launch parameters outside the
+  // variant's space).
+  void load(const DispatchSnapshot& s, const Registry& registry, const std::string& path);
   void build_index(const std::string& path);
   void describe_miss(const mlatune_decode_key& key, MessageWriter& w) const noexcept;
   size_t key_slot(uint64_t packed) const {
@@ -130,8 +131,9 @@ class WinnerTable {
   std::vector<int32_t> cell_kv_hi_;
   std::vector<uint32_t> cell_entry_;
 
-  std::vector<std::string> messages_;
+  std::vector<std::string> messages_;  // why a variant's winners are stale, one per such variant
   TableStats stats_;
+  bool from_snapshot_ = false;
   std::string info_;
 };
 

@@ -98,8 +98,11 @@ typedef struct mlatune_selection {
 
 /* Opens `path` read-only and loads its winners. Checks the schema version, the file's integrity
  * (SQLite quick_check and the winners digest), the provenance against the expected device, and
- * marks winners whose variant code identity differs from this build as stale. `options` may be
- * NULL (defaults: current device, strict). On failure *out is set to NULL. */
+ * marks winners whose variant code identity differs from this build as stale. A database as a
+ * finished tune leaves it is loaded from its dispatch snapshot (one sealed row, checked by its own
+ * SHA-256 and bound to the digest and to the file's state); any other is loaded from its rows,
+ * with the same result. mlatune_db_info() says which. `options` may be NULL (defaults: current
+ * device, strict). On failure *out is set to NULL. */
 MLATUNE_API mlatune_status mlatune_open(const char* path, const mlatune_open_options* options,
                                         mlatune_db** out);
 
