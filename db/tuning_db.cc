@@ -312,6 +312,40 @@ void TuningDb::write_bucket(const BucketKey& b, const std::vector<TrialRecord>& 
 void TuningDb::finalize() {
   db_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
   db_->exec("PRAGMA journal_mode = DELETE");
+  mlatune::write_snapshot(*db_);
+}
+
+std::unique_ptr<TuningDb> TuningDb::open_for_snapshot(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw DbError(SQLITE_CANTOPEN, path + ": " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) throw DbError(SQLITE_CANTOPEN, path + ": not a regular file");
+  if (st.st_size == 0) throw DbError(SQLITE_NOTADB, path + ": empty file, not an mlatune database");
+  const int fd = lock_exclusively(path);
+  std::unique_ptr<TuningDb> t;
+  try {
+    t.reset(new TuningDb(std::make_unique<SqliteDb>(path, SQLITE_OPEN_READWRITE), fd));
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  const int v = t->db_->user_version();
+  if (v != kSchemaVersion) {
+    throw DbError(SQLITE_MISMATCH, path + ": schema version " + std::to_string(v) +
+                                       ", this tool writes snapshots for version " +
+                                       std::to_string(kSchemaVersion));
+  }
+  return t;
+}
+
+DispatchSnapshot TuningDb::write_snapshot() {
+  db_->exec("PRAGMA journal_mode = DELETE");
+  return mlatune::write_snapshot(*db_);
+}
+
+SnapshotReport TuningDb::snapshot_report(bool compare_with_rows) {
+  return inspect_snapshot(*db_, compare_with_rows);
 }
 
 Provenance TuningDb::provenance() {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "db/records.h"
+#include "db/snapshot.h"
 #include "db/sqlite_util.h"
 #include "mla_decode/registry.h"
 
@@ -43,8 +44,20 @@ class TuningDb {
   // nullopt: no candidate passed) and the new winners digest, in one transaction.
   void write_bucket(const BucketKey& b, const std::vector<TrialRecord>& trials,
                     std::optional<size_t> winner);
-  // Folds the WAL back into the main file so that the database is a single self-contained file.
+  // Folds the WAL back into the main file so that the database is a single self-contained file
+  // (rollback-journal mode from then on), and writes its dispatch snapshot (db/snapshot.h) from
+  // the rows. Called when a tune or a --resume has gone through every bucket of its config.
   void finalize();
+
+  // Opens an existing database to (re)write its dispatch snapshot from its rows (`mlatune
+  // snapshot`), taking the same lock as a tuner; the schema version must be this tool's. Throws
+  // DbError.
+  static std::unique_ptr<TuningDb> open_for_snapshot(const std::string& path);
+  // Switches the file to rollback-journal mode (if it is not) and writes the snapshot; the rows
+  // and the provenance are not changed. Returns what was written. Throws DbError (rows that do
+  // not match their digest, or are inconsistent: nothing is written).
+  DispatchSnapshot write_snapshot();
+  SnapshotReport snapshot_report(bool compare_with_rows);
 
   Provenance provenance();
   std::vector<VariantRecord> variants();

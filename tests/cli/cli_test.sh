@@ -72,12 +72,36 @@ expect 5 "heads=4" -- "$mlatune" lookup --db "$db" --heads 8 --qlen 2 --page-siz
 expect 2 "invalid argument" -- "$mlatune" lookup --db "$db" --heads 4 --qlen 2 --page-size 16 \
   --lse --batch 1 --max-kv 1
 
+# The dispatch snapshot: written by tune, current and identical to the rows; rewritten on demand
+# (rows unchanged); reported as not used once the file changes; refused for what is no database.
+expect 0 "dispatch snapshot: current: 2 buckets" -- "$mlatune" show --db "$db"
+expect 0 "identical to its rows" -- "$mlatune" snapshot --db "$db" --check
+expect 0 "identical to its rows" -- "$mlatune" snapshot --db "$work/in-process.db" --check
+cp "$db" "$work/resnap.db"
+expect 0 "wrote the dispatch snapshot of $work/resnap.db: 2 buckets (2 with a winner" -- \
+  "$mlatune" snapshot --db "$work/resnap.db"
+expect 0 "identical to its rows" -- "$mlatune" snapshot --db "$work/resnap.db" --check
+/usr/bin/python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); \
+c.execute(\"UPDATE buckets SET completed_at = 'later'\"); c.commit()" "$work/resnap.db"
+expect 4 "not used: the file was changed after its dispatch snapshot" -- \
+  "$mlatune" snapshot --db "$work/resnap.db" --check
+expect 0 "wrote the dispatch snapshot" -- "$mlatune" snapshot --db "$work/resnap.db"
+/usr/bin/python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('CREATE TABLE n (x)')" \
+  "$work/other.db"
+expect 4 "schema version 0, this tool writes snapshots for version" -- \
+  "$mlatune" snapshot --db "$work/other.db"
+expect 4 "No such file" -- "$mlatune" snapshot --db "$work/resnap.db.missing"
+echo "not a database" > "$work/text-snap.db"
+expect 4 "" -- "$mlatune" snapshot --db "$work/text-snap.db"
+expect 4 "" -- "$mlatune" snapshot --db "$work/text-snap.db" --check
+
 # An existing database is never overwritten; --resume continues and skips what is done.
 sum=$(sha256sum "$db" | cut -d' ' -f1)
 expect 4 "already exists" -- "$mlatune" tune --config "$tiny" --db "$db"
 [[ $(sha256sum "$db" | cut -d' ' -f1) == "$sum" ]] ||
   { echo "FAIL: a refused tune changed the database"; failed=$((failed + 1)); }
 expect 0 "2 already present" -- "$mlatune" tune --config "$tiny" --db "$db" --resume
+expect 0 "identical to its rows" -- "$mlatune" snapshot --db "$db" --check
 printf '# edited\n' | cat - "$tiny" > "$work/edited.yaml"
 expect 4 "differs from this config" -- "$mlatune" tune --config "$work/edited.yaml" --db "$db" \
   --resume

@@ -1,7 +1,8 @@
 """Crash-safe tuning: `mlatune tune` killed with SIGKILL at random moments (at least 20 times) and
 resumed each time. After every kill the database passes PRAGMA integrity_check, holds no
 half-written bucket, every winner is a passed trial of its own bucket, and the runtime opens it;
-at the end the set of tuned buckets equals an uninterrupted run's. Also: a second tuner on the
+at the end the set of tuned buckets equals an uninterrupted run's, and a completed run's database
+is loaded from its dispatch snapshot. Also: a second tuner on the
 same database is refused while the first runs, and the runtime opens a database a tuner is
 writing. Usage: kill_resume_test.py MLATUNE_CLI WORK_DIR (MLATUNE_LIBRARY names libmlatune)."""
 
@@ -117,6 +118,18 @@ def check_consistent(db, moment):
     return count
 
 
+def check_snapshot_used(db, moment):
+    """A completed run leaves a dispatch snapshot the runtime loads instead of the rows."""
+    try:
+        with mlatune.Database(db) as rt:
+            info = rt.info()
+    except mlatune.MlatuneError as e:
+        fail(f"{moment}: the runtime refused the database: {e}")
+        return
+    if "loaded from its dispatch snapshot" not in info:
+        fail(f"{moment}: the runtime did not load the dispatch snapshot: {info}")
+
+
 def main():
     os.makedirs(WORK, exist_ok=True)
     config = os.path.join(WORK, "kill-resume.yaml")
@@ -150,6 +163,7 @@ def main():
         fail(f"uninterrupted run failed: {err.decode()[-500:]}")
         return
     reference = buckets(reference_db)
+    check_snapshot_used(reference_db, "the uninterrupted run")
     uninterrupted = time.monotonic() - start
     print(f"uninterrupted: {len(reference)} buckets in {uninterrupted:.1f} s", flush=True)
 
@@ -189,6 +203,7 @@ def main():
         fail(f"no completion with {MIN_KILLS} kills in {attempts} attempts ({kills} kills)")
         return
     check_consistent(db, "the end")
+    check_snapshot_used(db, "the end")
     final = buckets(db)
     if final != reference:
         fail(f"final buckets differ: {len(final)} vs {len(reference)} uninterrupted")

@@ -21,6 +21,7 @@ void add_show_command(CLI::App& app, int& exit_code) {
           db_path->c_str(), p.device.to_string().c_str(), p.config_name.c_str(),
           p.config_hash.substr(0, 12).c_str(), p.tool_version.c_str(), p.kernel_build_id.c_str(),
           p.created_at.c_str());
+      std::printf("  dispatch snapshot: %s\n", db->snapshot_report(false).detail.c_str());
       // A winner is usable by this build only if its variant's code is the code validated.
       Registry registry = builtin_registry();
       std::map<std::string, bool> current;

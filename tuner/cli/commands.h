@@ -25,5 +25,6 @@ void add_show_command(CLI::App& app, int& exit_code);
 void add_explain_command(CLI::App& app, int& exit_code);
 void add_lookup_command(CLI::App& app, int& exit_code);
 void add_verify_command(CLI::App& app, int& exit_code);
+void add_snapshot_command(CLI::App& app, int& exit_code);
 
 }  // namespace mlatune::cli

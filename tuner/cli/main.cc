@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   add_explain_command(app, exit_code);
   add_lookup_command(app, exit_code);
   add_verify_command(app, exit_code);
+  add_snapshot_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
