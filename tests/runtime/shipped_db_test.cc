@@ -2,10 +2,14 @@
 // documented status, where it does not; and each holds the config file it was tuned from.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "db/digest.h"
+#include "db/snapshot.h"
 #include "db/tuning_db.h"
 #include "runtime/winner_table.h"
 
@@ -38,6 +42,60 @@ TEST(ShippedDbTest, DeepseekHoldsItsConfigAndAWinnerForEveryBucket) {
     EXPECT_NE(b.winner->timing_method.find("geometric mean of the medians at 2 points"),
               std::string::npos)
         << b.bucket.to_string() << ": " << b.winner->timing_method;
+  }
+}
+
+// Every database kept in the repository carries a current dispatch snapshot (`mlatune snapshot`,
+// db/README.md), identical to what its rows say, and its rows still hash to the digest the tuner
+// recorded: the migration changed neither the provenance nor a row.
+TEST(ShippedDbTest, EveryKeptDatabaseHasACurrentSnapshotIdenticalToItsRows) {
+  for (const std::string& path : {kDeepseek, kSource + "/fuzz/corpus/db_open/tiny.db"}) {
+    SCOPED_TRACE(path);
+    SqliteDb db(path, SQLITE_OPEN_READONLY);
+    const SnapshotReport r = inspect_snapshot(db, /*compare_with_rows=*/true);
+    EXPECT_TRUE(r.usable) << r.detail;
+    Statement st(db, "SELECT winners_digest FROM provenance");
+    ASSERT_TRUE(st.step());
+    EXPECT_EQ(st.column_text(0), compute_winners_digest(db));
+  }
+}
+
+// The snapshot and the rows give the same table (its winners are stale in a CPU-only build, and
+// the stale explanations must match too).
+TEST(ShippedDbTest, DeepseekOpensFromItsSnapshotAsFromItsRows) {
+  OpenOptions options;
+  options.allow_foreign_device = true;
+  auto fast = WinnerTable::open(kDeepseek, options);
+  options.use_snapshot = false;
+  auto rows = WinnerTable::open(kDeepseek, options);
+  EXPECT_TRUE(fast->from_snapshot());
+  EXPECT_FALSE(rows->from_snapshot());
+  EXPECT_EQ(fast->stats().usable, rows->stats().usable);
+  EXPECT_EQ(fast->stats().stale, rows->stats().stale);
+  EXPECT_EQ(fast->stats().no_valid, rows->stats().no_valid);
+  auto buckets = TuningDb::open_read_only(kDeepseek)->buckets();
+  ASSERT_EQ(buckets.size(), 480u);
+  for (const BucketSummary& b : buckets) {
+    for (int32_t batch : {b.bucket.batch_lo, b.bucket.batch_hi}) {
+      for (int32_t kv : {b.bucket.kv_lo, b.bucket.kv_hi}) {
+        const DecodeKey& k = b.bucket.key;
+        const mlatune_decode_key key{k.heads,
+                                     k.qlen,
+                                     static_cast<int32_t>(k.q_dtype),
+                                     static_cast<int32_t>(k.kv_dtype),
+                                     k.page_size,
+                                     k.lse ? 1 : 0,
+                                     batch,
+                                     std::max(kv, k.qlen)};
+        mlatune_selection a{}, c{};
+        ASSERT_EQ(fast->lookup(key, &a), rows->lookup(key, &c));
+        EXPECT_EQ(std::memcmp(&a, &c, sizeof a), 0);
+        char why_a[512], why_c[512];
+        fast->explain(key, why_a, sizeof why_a);
+        rows->explain(key, why_c, sizeof why_c);
+        EXPECT_STREQ(why_a, why_c);
+      }
+    }
   }
 }
 
