@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-targets=${FUZZ_TARGETS:-"launch_plan config db_open"}
+targets=${FUZZ_TARGETS:-"launch_plan config db_open snapshot"}
 build=${MLATUNE_FUZZ_BUILD_DIR:-build-fuzz}
 bash scripts/install-deps.sh
 CC=clang-19 CXX=clang++-19 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
