@@ -2,12 +2,15 @@
 // them: mlatune_lookup (hits and misses), mlatune_open (integrity checks, digest, load) and
 // mlatune_plan_decode at batch 256 (lookup, checks, the host work partition of a persistent
 // winner). The lookup database has 80 discrete keys x 35 batch buckets x 36 kv buckets = 100 800
-// buckets; both databases are written to temporary files at start-up.
+// buckets, as a finished tune leaves it (with its dispatch snapshot); BM_OpenRows opens the same
+// buckets written as a tune in progress leaves them (WAL mode, no snapshot: the rows are read).
+// The databases are written to temporary files at start-up.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -26,6 +29,7 @@ constexpr int32_t kKvWidth = 4096;   // kv buckets 1..4096, ..., up to 147 456
 constexpr int kProbeKeys = 1 << 14;  // cycled through, so that branches cannot be learnt
 
 std::string g_path;       // the lookup database
+std::string g_rows_path;  // the same buckets in WAL mode, without a dispatch snapshot
 std::string g_plan_path;  // the plan database
 
 std::vector<DecodeKey> discrete_keys() {
@@ -42,7 +46,7 @@ std::vector<DecodeKey> discrete_keys() {
   return keys;
 }
 
-void write_bench_db(const std::string& path) {
+void write_bench_db(const std::string& path, bool finished = true) {
   test_db::TestDbSpec spec;
   const char* variants[] = {"host_split_kv_v1", "host_tiled_kv_v1", "host_online_softmax_v1"};
   int n = 0;
@@ -60,7 +64,10 @@ void write_bench_db(const std::string& path) {
       }
     }
   }
-  spec.wal = true;
+  // finished: as a finished tune leaves it (rollback-journal mode, with its dispatch snapshot);
+  // else as a tune in progress (WAL mode, no snapshot).
+  spec.wal = !finished;
+  spec.snapshot = finished;
   test_db::write_test_db(path, spec);
 }
 
@@ -133,16 +140,26 @@ void BM_LookupHit(benchmark::State& state) { run_lookups(state, true); }
 void BM_LookupHitHot64(benchmark::State& state) { run_lookups(state, true, 64); }
 void BM_LookupMiss(benchmark::State& state) { run_lookups(state, false); }
 
-void BM_Open(benchmark::State& state) {
+void run_opens(benchmark::State& state, const std::string& path, const char* loaded_from) {
   for (auto _ : state) {
     mlatune_db* db = nullptr;
-    if (mlatune_open(g_path.c_str(), nullptr, &db) != MLATUNE_STATUS_OK) {
+    if (mlatune_open(path.c_str(), nullptr, &db) != MLATUNE_STATUS_OK) {
       state.SkipWithError(mlatune_last_error());
+      break;
+    }
+    if (!std::strstr(mlatune_db_info(db), loaded_from)) [[unlikely]] {
+      state.SkipWithError(mlatune_db_info(db));
+      mlatune_close(db);
       break;
     }
     mlatune_close(db);
   }
 }
+
+void BM_Open(benchmark::State& state) {
+  run_opens(state, g_path, "loaded from its dispatch snapshot");
+}
+void BM_OpenRows(benchmark::State& state) { run_opens(state, g_rows_path, "loaded from its rows"); }
 
 // One key per winner kind, batch 1..256 x kv 1..8192: heads 16 bf16 page 64, lse 0 -> split KV
 // (no host plan), lse 1 -> persistent (a host work partition over 64 workers).
@@ -198,6 +215,7 @@ BENCHMARK(BM_LookupHit);
 BENCHMARK(BM_LookupHitHot64);
 BENCHMARK(BM_LookupMiss);
 BENCHMARK(BM_Open)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_OpenRows)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PlanBatch256Split);
 BENCHMARK(BM_PlanBatch256Persistent)->Unit(benchmark::kMicrosecond);
 
@@ -211,11 +229,14 @@ int main(int argc, char** argv) {
                      ("mlatune_bench_lookup_" + std::to_string(::getpid()) + ".db"))
                         .string();
   mlatune::g_plan_path = mlatune::g_path + ".plan.db";
+  mlatune::g_rows_path = mlatune::g_path + ".rows.db";
   mlatune::write_bench_db(mlatune::g_path);
+  mlatune::write_bench_db(mlatune::g_rows_path, /*finished=*/false);
   mlatune::write_plan_db(mlatune::g_plan_path);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   mlatune::test_db::remove_db_files(mlatune::g_path);
   mlatune::test_db::remove_db_files(mlatune::g_plan_path);
+  mlatune::test_db::remove_db_files(mlatune::g_rows_path);
   return 0;
 }
