@@ -4,14 +4,13 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "db/digest.h"
 #include "db/snapshot.h"
 #include "db/tuning_db.h"
+#include "runtime/runtime_fixture.h"
 #include "runtime/winner_table.h"
 
 namespace mlatune {
@@ -28,20 +27,13 @@ const std::vector<Shipped> kDeepseek = {
     {kSource + "/db/h200-deepseek-v3-tp8.db", "NVIDIA H200"},
 };
 
-std::string file_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 TEST(ShippedDbTest, DeepseekHoldsItsConfigAndAWinnerForEveryBucket) {
   for (const Shipped& shipped : kDeepseek) {
     SCOPED_TRACE(shipped.path);
     auto db = TuningDb::open_read_only(shipped.path);
     const Provenance p = db->provenance();
     EXPECT_EQ(p.config_name, "deepseek-v3-tp8");
-    EXPECT_EQ(p.config_text, file_text(kSource + "/configs/deepseek-v3-tp8.yaml"))
+    EXPECT_EQ(p.config_text, test_db::read_file(kSource + "/configs/deepseek-v3-tp8.yaml"))
         << "tuned from another version of its config";
     EXPECT_EQ(p.device.name, shipped.device);
     EXPECT_EQ(p.device.arch, "sm_90");
@@ -94,15 +86,8 @@ TEST(ShippedDbTest, DeepseekOpensFromItsSnapshotAsFromItsRows) {
     for (const BucketSummary& b : buckets) {
       for (int32_t batch : {b.bucket.batch_lo, b.bucket.batch_hi}) {
         for (int32_t kv : {b.bucket.kv_lo, b.bucket.kv_hi}) {
-          const DecodeKey& k = b.bucket.key;
-          const mlatune_decode_key key{k.heads,
-                                       k.qlen,
-                                       static_cast<int32_t>(k.q_dtype),
-                                       static_cast<int32_t>(k.kv_dtype),
-                                       k.page_size,
-                                       k.lse ? 1 : 0,
-                                       batch,
-                                       std::max(kv, k.qlen)};
+          const mlatune_decode_key key =
+              test_db::decode_key(b.bucket.key, batch, std::max(kv, b.bucket.key.qlen));
           mlatune_selection a{}, c{};
           ASSERT_EQ(fast->lookup(key, &a), rows->lookup(key, &c));
           EXPECT_EQ(std::memcmp(&a, &c, sizeof a), 0);
