@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Compile checks of the GPU backend on a machine without a GPU:
-#   1. the whole project built with -DMLATUNE_GPU=nvidia (nvcc, sm_90a) into
-#      ${MLATUNE_NVIDIA_BUILD_DIR:-build-nvidia}; skipped, with a message, only when
+#   1. -DMLATUNE_GPU=nvidia (nvcc, sm_90a) into ${MLATUNE_NVIDIA_BUILD_DIR:-build-nvidia}: every
+#      target that holds GPU code or code that differs in GPU builds (the libraries, the CLI, the
+#      GPU benchmark, tests/gpu, and the tests with MLATUNE_WITH_HIP branches; the other tests
+#      are the CPU build's, compiled by the same g++ flags); skipped, with a message, only when
 #      /usr/local/cuda/bin/nvcc is absent;
 #   2. the device code of every kernels/**/*.hip compiled for AMD gfx942 with Debian's clang-19 and
 #      HIP headers (libamdhip64-dev), plus their host code checked against the real HIP API.
@@ -17,8 +19,13 @@ clang=clang++-19
 echo "== GPU compile check 1/2: MLATUNE_GPU=nvidia build"
 if [[ -x $nvcc ]]; then
   start=$SECONDS
-  MLATUNE_BUILD_DIR=${MLATUNE_NVIDIA_BUILD_DIR:-build-nvidia} bash scripts/build.sh \
-    -DMLATUNE_GPU=nvidia
+  targets="mlatune mlatune_cli mlatune_bench_gpu_decode"
+  for src in $(ls tests/gpu/*_test.cc; grep -l 'MLATUNE_WITH_HIP' tests/*/*_test.cc) ; do
+    targets+=" $(basename "$src" .cc)"
+  done
+  targets=$(tr ' ' '\n' <<<"$targets" | sort -u | tr '\n' ' ')
+  MLATUNE_BUILD_DIR=${MLATUNE_NVIDIA_BUILD_DIR:-build-nvidia} MLATUNE_TARGETS=$targets \
+    bash scripts/build.sh -DMLATUNE_GPU=nvidia
   echo "nvidia build: ok ($((SECONDS - start)) s)"
 else
   echo "SKIPPED: $nvcc not found (install the CUDA toolkit to check the NVIDIA build)"
