@@ -1,0 +1,120 @@
+// hip_wgmma_fp8kv_v1 through the on-device gate, as the tuner runs it: qlen 1-4 (causal), 16 heads
+// (one row group) and 128 heads (eight), pages 1 and 64, bf16 q (two e4m3 terms) and fp8 q, one
+// split, several, and more splits than some sequences have keys; every point's rows are checked,
+// with poisoned pages and slots, guards and repeated runs. Its P is f16 and its bf16 q keeps 8
+// significant bits, so its worst error must stay well inside the tolerance. No LSE output (the
+// variant refuses it: see wgmma_fp8kv.hip). Skips without a GPU (or on a GPU other than sm_90);
+// the refusals run everywhere.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "gpu/gpu_test_problem.h"
+#include "mla_decode/memory.h"
+#include "tuner/gate.h"
+
+namespace mlatune {
+
+// mla_decode/hip/wgmma_fp8kv.hip (declared in registry.cc too: see there why not in a header).
+const Variant& hip_wgmma_fp8kv_variant();
+
+namespace {
+
+const Variant& variant() { return hip_wgmma_fp8kv_variant(); }
+
+const char* kConfig = R"(
+backend: hip
+spaces:
+  - heads: [16]
+    qlen: [1, 2, 3, 4]
+    dtypes: [bf16/fp8_e4m3fn, fp8_e4m3fn/fp8_e4m3fn]
+    page_size: [1, 64]
+    lse: [false]
+    batch_edges: [3, 40]
+    kv_len_edges: [300]
+  - heads: [128]
+    qlen: [1, 2]
+    dtypes: [bf16/fp8_e4m3fn]
+    page_size: [64]
+    lse: [false]
+    batch_edges: [3]
+    kv_len_edges: [200]
+tolerances:
+  bf16/fp8_e4m3fn: {atol: 6.0e-3, rtol: 4.0e-2, min_cosine: 0.9995, lse_atol: 5.0e-4}
+  fp8_e4m3fn/fp8_e4m3fn: {atol: 6.0e-3, rtol: 4.0e-2, min_cosine: 0.9995, lse_atol: 5.0e-4}
+validation: {seeds: 1, repeats: 2, interior_points: 1}
+)";
+
+DecodeShape small_shape() {
+  DecodeShape s;
+  s.batch = 2;
+  s.qlen = 1;
+  s.heads = 16;
+  s.page_size = 64;
+  s.q_dtype = DType::kBF16;
+  s.kv_dtype = DType::kFP8E4M3FN;
+  s.sm_scale = 0.04f;
+  s.num_pages = 4;
+  s.max_pages_per_seq = 2;
+  s.max_kv_len = 100;
+  return s;
+}
+
+TEST(WgmmaFp8KvTest, PassesTheGateEverywhereWithMargin) {
+  MLATUNE_REQUIRE_GPU(m);
+  (void)m;
+  if (!variant().can_implement(small_shape(), {1, 64, 16, 0}).ok) {
+    GTEST_SKIP() << variant().can_implement(small_shape(), {1, 64, 16, 0}).reason;
+  }
+  const TuneConfig config = parse_config(kConfig, "wgmma_fp8kv_test.yaml");
+  double worst = 0;
+  int trials = 0;
+  for (const BucketKey& b : config.buckets()) {
+    BucketValidator validator(b, config, 2);
+    for (int32_t splits : {1, 4, 64}) {
+      const LaunchParams lp{splits, 64, 16, 0};
+      const TrialRecord t = validator.validate(variant(), lp);
+      SCOPED_TRACE(b.to_string() + " " + lp.to_string());
+      EXPECT_EQ(t.disposition, Disposition::kPassed) << t.reason << " at " << t.worst_row;
+      worst = std::max(worst, t.max_rel_err.value_or(1e9));
+      ++trials;
+    }
+  }
+  std::printf("[ stats ] hip_wgmma_fp8kv_v1: %d trials, worst error %.3fx of the tolerance\n",
+              trials, worst);
+  EXPECT_EQ(trials, 3 * (2 * 4 * 2 * 2 + 2));
+  EXPECT_LT(worst, 0.6);
+}
+
+TEST(WgmmaFp8KvTest, RefusesWhatItDoesNotImplement) {
+  const DecodeShape s = small_shape();
+  const Support sup = variant().can_implement(s, {4, 64, 16, 0});
+  if (!sup.ok) {
+    // Not an sm_90a build on an sm_90 device: every shape is refused, with the reason.
+    EXPECT_NE(sup.reason.find("90"), std::string::npos) << sup.reason;
+  }
+  EXPECT_FALSE(variant().can_implement(s, {4, 32, 16, 0}).ok);  // 64-key tiles only
+  EXPECT_FALSE(variant().can_implement(s, {4, 64, 64, 0}).ok);  // 16 rows per workgroup only
+  EXPECT_FALSE(variant().can_implement(s, {3, 64, 16, 0}).ok);  // not a declared split count
+  DecodeShape bf16_kv = s;
+  bf16_kv.kv_dtype = DType::kBF16;
+  const Support no_bf16 = variant().can_implement(bf16_kv, {4, 64, 16, 0});
+  EXPECT_FALSE(no_bf16.ok);
+  EXPECT_NE(no_bf16.reason.find("KV must be fp8_e4m3fn"), std::string::npos) << no_bf16.reason;
+  DecodeShape with_lse = s;
+  with_lse.return_lse = true;
+  const Support no_lse = variant().can_implement(with_lse, {4, 64, 16, 0});
+  EXPECT_FALSE(no_lse.ok);
+  EXPECT_NE(no_lse.reason.find("no LSE output"), std::string::npos) << no_lse.reason;
+  DecodeShape fnuz_q = s;
+  fnuz_q.q_dtype = DType::kFP8E4M3FNUZ;
+  EXPECT_FALSE(variant().can_implement(fnuz_q, {4, 64, 16, 0}).ok);
+  DecodeShape broken = s;
+  broken.heads = 0;
+  EXPECT_FALSE(variant().can_implement(broken, {1, 64, 16, 0}).ok);
+  EXPECT_EQ(variant().workspace_bytes(s, {1, 64, 16, 0}), 0u);
+  EXPECT_EQ(variant().workspace_bytes(s, {4, 64, 16, 0}), size_t{2} * 4 * 16 * 513 * 4);
+}
+
+}  // namespace
+}  // namespace mlatune
