@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <vector>
 
-#include "mla_decode/hip/mma_split.h"
 #include "gpu/gpu_test_problem.h"
+#include "mla_decode/hip/mma_split.h"
 #include "mla_decode/memory.h"
 #include "runtime/winner_table.h"
 #include "tuner/gate.h"

@@ -18,7 +18,6 @@
 namespace mlatune {
 namespace {
 
-
 ValidationCase small_case(DType q, DType kv, int32_t qlen, int32_t page, InputPattern pattern,
                           int32_t batch = 3, int32_t max_kv = 300) {
   BucketKey b;

@@ -5,8 +5,7 @@
 // elsewhere (every machine this project has run on) the test skips. It has never run.
 #include <gtest/gtest.h>
 
-#include <cstdio>
-
+#include "gpu/gate_sweep.h"
 #include "gpu/gpu_test_problem.h"
 #include "mla_decode/memory.h"
 #include "mla_decode/registry.h"
@@ -50,25 +49,9 @@ TEST(MfmaSplitTest, PassesTheGateEverywhere) {
   const Registry registry = builtin_registry();
   const Variant* v = registry.find("hip_mfma_split_v1");
   ASSERT_NE(v, nullptr);
-  const TuneConfig config = parse_config(kConfig, "mfma_split_test.yaml");
-  double worst = 0;
-  int trials = 0;
-  for (const BucketKey& b : config.buckets()) {
-    BucketValidator validator(b, config, 2);
-    for (int32_t splits : {1, 4, 64}) {
-      const LaunchParams lp{splits, 32, 16, 0};
-      SCOPED_TRACE(b.to_string() + " " + lp.to_string());
-      ASSERT_TRUE(v->can_implement(validator.cases().front().shape(), lp).ok)
-          << v->can_implement(validator.cases().front().shape(), lp).reason;
-      const TrialRecord t = validator.validate(*v, lp);
-      EXPECT_EQ(t.disposition, Disposition::kPassed) << t.reason << " at " << t.worst_row;
-      worst = std::max(worst, t.max_rel_err.value_or(1e9));
-      ++trials;
-    }
-  }
-  std::printf("[ stats ] hip_mfma_split_v1: %d trials, worst error %.3fx of the tolerance\n",
-              trials, worst);
-  EXPECT_EQ(trials, (3 * 4 * 2 * 2 * 2 + 2) * 3);
+  const gpu_test::GateSweep r = gpu_test::sweep_gate(
+      *v, kConfig, "mfma_split_test.yaml", {{1, 32, 16, 0}, {4, 32, 16, 0}, {64, 32, 16, 0}});
+  EXPECT_EQ(r.trials, (3 * 4 * 2 * 2 * 2 + 2) * 3);
 #endif
 }
 

@@ -6,8 +6,7 @@
 // plan, another launch's plan. Skips without a GPU.
 #include <gtest/gtest.h>
 
-#include <cstdio>
-
+#include "gpu/gate_sweep.h"
 #include "gpu/gpu_test_problem.h"
 #include "mla_decode/hip/mma_fp8kv.h"
 #include "mla_decode/memory.h"
@@ -50,23 +49,10 @@ validation: {seeds: 1, repeats: 2, interior_points: 1}
 TEST(MmaFp8KvPersistentTest, PassesTheGateEverywhereWithMargin) {
   MLATUNE_REQUIRE_GPU(m);
   (void)m;
-  const TuneConfig config = parse_config(kConfig, "mma_fp8kv_persistent_test.yaml");
-  double worst = 0;
-  int trials = 0;
-  for (const BucketKey& b : config.buckets()) {
-    BucketValidator validator(b, config, 2);
-    const TrialRecord t = validator.validate(variant(), kParams);
-    SCOPED_TRACE(b.to_string());
-    EXPECT_EQ(t.disposition, Disposition::kPassed) << t.reason << " at " << t.worst_row;
-    worst = std::max(worst, t.max_rel_err.value_or(1e9));
-    ++trials;
-  }
-  std::printf(
-      "[ stats ] hip_mma_fp8kv_persistent_v1: %d buckets, worst error %.3fx of the "
-      "tolerance\n",
-      trials, worst);
-  EXPECT_EQ(trials, 2 * 4 * 2 * 2 * 2 + 2 * 2);
-  EXPECT_LT(worst, 0.6);
+  const gpu_test::GateSweep r =
+      gpu_test::sweep_gate(variant(), kConfig, "mma_fp8kv_persistent_test.yaml", {kParams});
+  EXPECT_EQ(r.trials, 2 * 4 * 2 * 2 * 2 + 2 * 2);
+  EXPECT_LT(r.worst, 0.6);
 }
 
 Problem small_problem(std::vector<int32_t> lens) {

@@ -8,11 +8,10 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
+#include <vector>
 
+#include "gpu/gate_sweep.h"
 #include "gpu/gpu_test_problem.h"
-#include "mla_decode/memory.h"
-#include "tuner/gate.h"
 
 namespace mlatune {
 namespace {
@@ -45,26 +44,14 @@ validation: {seeds: 1, repeats: 2, interior_points: 1}
 TEST(MmaFp8KvTest, PassesTheGateEverywhereWithMargin) {
   MLATUNE_REQUIRE_GPU(m);
   (void)m;
-  const TuneConfig config = parse_config(kConfig, "mma_fp8kv_test.yaml");
-  double worst = 0;
-  int trials = 0;
-  for (const BucketKey& b : config.buckets()) {
-    BucketValidator validator(b, config, 2);
-    for (int32_t splits : {1, 4, 64}) {
-      for (int32_t tile : {32, 64}) {
-        const LaunchParams lp{splits, tile, 16, 0};
-        const TrialRecord t = validator.validate(variant(), lp);
-        SCOPED_TRACE(b.to_string() + " " + lp.to_string());
-        EXPECT_EQ(t.disposition, Disposition::kPassed) << t.reason << " at " << t.worst_row;
-        worst = std::max(worst, t.max_rel_err.value_or(1e9));
-        ++trials;
-      }
-    }
+  std::vector<LaunchParams> launches;
+  for (int32_t splits : {1, 4, 64}) {
+    for (int32_t tile : {32, 64}) launches.push_back({splits, tile, 16, 0});
   }
-  std::printf("[ stats ] hip_mma_fp8kv_v1: %d trials, worst error %.3fx of the tolerance\n", trials,
-              worst);
-  EXPECT_EQ(trials, 2 * 4 * 2 * 2 * 2 * 6 + 2 * 6);
-  EXPECT_LT(worst, 0.6);
+  const gpu_test::GateSweep r =
+      gpu_test::sweep_gate(variant(), kConfig, "mma_fp8kv_test.yaml", launches);
+  EXPECT_EQ(r.trials, 2 * 4 * 2 * 2 * 2 * 6 + 2 * 6);
+  EXPECT_LT(r.worst, 0.6);
 }
 
 TEST(MmaFp8KvTest, RefusesWhatItDoesNotImplement) {

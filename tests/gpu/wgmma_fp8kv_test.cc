@@ -7,11 +7,8 @@
 // the refusals run everywhere.
 #include <gtest/gtest.h>
 
-#include <cstdio>
-
+#include "gpu/gate_sweep.h"
 #include "gpu/gpu_test_problem.h"
-#include "mla_decode/memory.h"
-#include "tuner/gate.h"
 
 namespace mlatune {
 
@@ -66,24 +63,11 @@ TEST(WgmmaFp8KvTest, PassesTheGateEverywhereWithMargin) {
   if (!variant().can_implement(small_shape(), {1, 64, 16, 0}).ok) {
     GTEST_SKIP() << variant().can_implement(small_shape(), {1, 64, 16, 0}).reason;
   }
-  const TuneConfig config = parse_config(kConfig, "wgmma_fp8kv_test.yaml");
-  double worst = 0;
-  int trials = 0;
-  for (const BucketKey& b : config.buckets()) {
-    BucketValidator validator(b, config, 2);
-    for (int32_t splits : {1, 4, 64}) {
-      const LaunchParams lp{splits, 64, 16, 0};
-      const TrialRecord t = validator.validate(variant(), lp);
-      SCOPED_TRACE(b.to_string() + " " + lp.to_string());
-      EXPECT_EQ(t.disposition, Disposition::kPassed) << t.reason << " at " << t.worst_row;
-      worst = std::max(worst, t.max_rel_err.value_or(1e9));
-      ++trials;
-    }
-  }
-  std::printf("[ stats ] hip_wgmma_fp8kv_v1: %d trials, worst error %.3fx of the tolerance\n",
-              trials, worst);
-  EXPECT_EQ(trials, 3 * (2 * 4 * 2 * 2 + 2));
-  EXPECT_LT(worst, 0.6);
+  const gpu_test::GateSweep r =
+      gpu_test::sweep_gate(variant(), kConfig, "wgmma_fp8kv_test.yaml",
+                           {{1, 64, 16, 0}, {4, 64, 16, 0}, {64, 64, 16, 0}});
+  EXPECT_EQ(r.trials, 3 * (2 * 4 * 2 * 2 + 2));
+  EXPECT_LT(r.worst, 0.6);
 }
 
 TEST(WgmmaFp8KvTest, RefusesWhatItDoesNotImplement) {

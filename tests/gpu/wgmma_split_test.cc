@@ -7,11 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
-
+#include "gpu/gate_sweep.h"
 #include "gpu/gpu_test_problem.h"
-#include "mla_decode/memory.h"
-#include "tuner/gate.h"
 
 namespace mlatune {
 namespace {
@@ -64,24 +61,11 @@ TEST(WgmmaSplitTest, PassesTheGateEverywhere) {
   if (!variant().can_implement(small_shape(), {1, 64, 64, 0}).ok) {
     GTEST_SKIP() << variant().can_implement(small_shape(), {1, 64, 64, 0}).reason;
   }
-  const TuneConfig config = parse_config(kConfig, "wgmma_split_test.yaml");
-  double worst = 0;
-  int trials = 0;
-  for (const BucketKey& b : config.buckets()) {
-    BucketValidator validator(b, config, 2);
-    for (int32_t splits : {1, 4, 64}) {
-      const LaunchParams lp{splits, 64, 64, 0};
-      const TrialRecord t = validator.validate(variant(), lp);
-      SCOPED_TRACE(b.to_string() + " " + lp.to_string());
-      EXPECT_EQ(t.disposition, Disposition::kPassed) << t.reason << " at " << t.worst_row;
-      worst = std::max(worst, t.max_rel_err.value_or(1e9));
-      ++trials;
-    }
-  }
-  std::printf("[ stats ] hip_wgmma_split_v1: %d trials, worst error %.3fx of the tolerance\n",
-              trials, worst);
-  EXPECT_EQ(trials, 3 * (4 * 2 * 2 * 2 * 2 + 2));
-  EXPECT_LT(worst, 0.8);
+  const gpu_test::GateSweep r =
+      gpu_test::sweep_gate(variant(), kConfig, "wgmma_split_test.yaml",
+                           {{1, 64, 64, 0}, {4, 64, 64, 0}, {64, 64, 64, 0}});
+  EXPECT_EQ(r.trials, 3 * (4 * 2 * 2 * 2 * 2 + 2));
+  EXPECT_LT(r.worst, 0.8);
 }
 
 TEST(WgmmaSplitTest, RefusesWhatItDoesNotImplement) {
