@@ -45,11 +45,13 @@ def main():
     ap.add_argument("--start-len", type=int, default=3000)
     ap.add_argument("--kv-dtype", choices=["bf16", "fp8_e4m3fn"], default="bf16")
     ap.add_argument("--page-size", type=int, default=64)
+    ap.add_argument("--allow-foreign-device", action="store_true",
+                    help="accept a database tuned on another GPU (same arch and kernel build)")
     args = ap.parse_args()
 
     dev = torch.device("cuda")
     torch.manual_seed(0)
-    db = mlatune.Database(args.db)
+    db = mlatune.Database(args.db, allow_foreign_device=args.allow_foreign_device)
     print(f"mlatune {mlatune.version()}: {db.info()}")
     page, batch = args.page_size, args.batch
     max_len = args.start_len + args.steps + batch
