@@ -1,5 +1,6 @@
 // A GPU variant through the on-device gate (tuner/gate.h) as the tuner runs it, over every bucket
-// of a test config and every launch given: each trial must pass. For the variants' gate tests.
+// of a test config and every launch given: each trial must pass. For the variants' gate tests,
+// with the small shape their refusal tests start from.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,10 +10,27 @@
 #include <string>
 #include <vector>
 
+#include "mla_decode/problem.h"
 #include "mla_decode/variant.h"
 #include "tuner/gate.h"
 
 namespace mlatune::gpu_test {
+
+// The small two-sequence shape (16 heads, qlen 1, bf16 q, page 64) the refusal tests start from.
+inline DecodeShape small_shape(DType kv_dtype) {
+  DecodeShape s;
+  s.batch = 2;
+  s.qlen = 1;
+  s.heads = 16;
+  s.page_size = 64;
+  s.q_dtype = DType::kBF16;
+  s.kv_dtype = kv_dtype;
+  s.sm_scale = 0.04f;
+  s.num_pages = 4;
+  s.max_pages_per_seq = 2;
+  s.max_kv_len = 100;
+  return s;
+}
 
 struct GateSweep {
   int trials = 0;

@@ -55,17 +55,7 @@ TEST(MmaFp8KvTest, PassesTheGateEverywhereWithMargin) {
 }
 
 TEST(MmaFp8KvTest, RefusesWhatItDoesNotImplement) {
-  DecodeShape s;
-  s.batch = 2;
-  s.qlen = 1;
-  s.heads = 16;
-  s.page_size = 64;
-  s.q_dtype = DType::kBF16;
-  s.kv_dtype = DType::kFP8E4M3FN;
-  s.sm_scale = 0.04f;
-  s.num_pages = 4;
-  s.max_pages_per_seq = 2;
-  s.max_kv_len = 100;
+  DecodeShape s = gpu_test::small_shape(DType::kFP8E4M3FN);
   EXPECT_TRUE(variant().can_implement(s, {4, 32, 16, 0}).ok);
   EXPECT_FALSE(variant().can_implement(s, {4, 32, 32, 0}).ok);  // 16 rows per workgroup only
   EXPECT_FALSE(variant().can_implement(s, {3, 32, 16, 0}).ok);  // not a declared split count

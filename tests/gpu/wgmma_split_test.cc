@@ -40,20 +40,7 @@ tolerances:
 validation: {seeds: 1, repeats: 2, interior_points: 1}
 )";
 
-DecodeShape small_shape() {
-  DecodeShape s;
-  s.batch = 2;
-  s.qlen = 1;
-  s.heads = 16;
-  s.page_size = 64;
-  s.q_dtype = DType::kBF16;
-  s.kv_dtype = DType::kBF16;
-  s.sm_scale = 0.04f;
-  s.num_pages = 4;
-  s.max_pages_per_seq = 2;
-  s.max_kv_len = 100;
-  return s;
-}
+DecodeShape small_shape() { return gpu_test::small_shape(DType::kBF16); }
 
 TEST(WgmmaSplitTest, PassesTheGateEverywhere) {
   MLATUNE_REQUIRE_GPU(m);
