@@ -66,6 +66,7 @@
 #include "mla_decode/hip/mma_common.h"
 #include "mla_decode/hip/mma_fp8kv.h"
 #include "mla_decode/launch_plan.h"
+#include "mla_decode/plan_writer.h"
 #include "mla_decode/work_plan.h"
 
 #if defined(MLATUNE_STANDALONE_CHECK)
@@ -808,8 +809,8 @@ class MmaFp8KvPersistentVariant final : public Variant {
                         " lengths for a batch of " + std::to_string(s.batch));
     }
     try {
-      return static_cast<size_t>(encode_plan(
-          plan_work(kv_lens, p.kv_tile, plan_workers(s, p), max_len_of(s)), out));
+      return static_cast<size_t>(
+          write_launch_plan(kv_lens, p.kv_tile, plan_workers(s, p), max_len_of(s), out));
     } catch (const std::invalid_argument& e) {
       throw LaunchError(std::string(kPersistentName) + ": " + e.what());
     }
