@@ -41,6 +41,8 @@ class BucketValidator {
   // Generates every case and its reference in the memory of `backend` now (validate() otherwise
   // does so on first use). Throws LaunchError / std::invalid_argument like validate().
   void prepare(Backend backend) const;
+  // Frees every prepared case (validate() makes them again on next use).
+  void release() const { prepared_.clear(); }
   // can_implement of the candidate on every case's shape (the first refusal, or yes).
   Support supports(const Variant& v, const LaunchParams& p) const;
 

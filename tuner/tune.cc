@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -173,30 +174,68 @@ TrialRecord unrun_record(const Candidate& c, Disposition d, std::string reason) 
   return t;
 }
 
-// The trials of one bucket, one per candidate, in candidate order.
+// `bytes` in GB (MB below 1 GB), for messages.
+std::string format_bytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, b >= 1e9 ? "%.1f GB" : "%.1f MB", b >= 1e9 ? b / 1e9 : b / 1e6);
+  return buf;
+}
+
+int64_t inputs_bytes(const std::vector<ValidationCase>& cases) {
+  int64_t sum = 0;
+  for (const ValidationCase& c : cases) sum += input_bytes(c.spec);
+  return sum;
+}
+
+// The trials of one bucket, one per candidate, in candidate order, in three phases so that the
+// device holds one set of inputs at a time (the largest buckets' inputs add up to more than an
+// 80 GB card holds): pre-timing on the midpoint's inputs; validation on the validation cases;
+// timing of the candidates that passed on the timing inputs (midpoint and top corner). Inputs are
+// generated where the variant runs, so making the midpoint's twice costs milliseconds.
+// *peak_bytes is raised to the most input bytes held at once.
 std::vector<TrialRecord> run_bucket(size_t bucket_index, const BucketKey& b,
                                     const TuneConfig& config,
                                     const std::vector<Candidate>& candidates,
-                                    const TuneHooks& hooks, Progress& progress) {
+                                    const TuneHooks& hooks, Progress& progress,
+                                    int64_t& peak_bytes) {
   BucketValidator validator(b, config, hardware_workers());
   const std::vector<ValidationCase> timing_cases =
       make_timing_cases(b, config.sm_scale, config.timing.top_corner);
   const ValidationCase& timing_case = timing_cases.front();  // the midpoint: pre-timing
-  // The timing inputs in each backend's memory, made once for all of the bucket's candidates.
-  std::map<std::pair<Backend, size_t>, std::unique_ptr<PreparedCase>> prepared_timing;
-  auto timing_point = [&](Backend backend, size_t i) -> const PreparedCase& {
-    std::unique_ptr<PreparedCase>& p = prepared_timing[{backend, i}];
-    if (!p) p = gate_backend(backend).prepare(timing_cases[i].spec, {}, hardware_workers());
-    return *p;
+  std::set<Backend> backends;
+  for (const Candidate& c : candidates) backends.insert(c.variant->backend());
+
+  // Each backend's timing inputs (the first `count` timing cases), made once per phase.
+  std::map<Backend, std::vector<std::unique_ptr<PreparedCase>>> prepared_timing;
+  // Inputs are made outside any candidate: a failure there is the bucket's, not a candidate's.
+  auto make_inputs = [&](const char* what, int64_t bytes, const std::function<void()>& make) {
+    peak_bytes = std::max(peak_bytes, bytes * static_cast<int64_t>(backends.size()));
+    try {
+      make();
+    } catch (const LaunchError& e) {
+      throw LaunchError(b.to_string() + ": making the " + what + " inputs (" + format_bytes(bytes) +
+                        ") failed: " + e.what());
+    }
   };
-  auto timing_input = [&](Backend backend) -> const PreparedCase& {
-    return timing_point(backend, 0);
+  auto prepare_timing = [&](size_t count) {
+    const std::vector<ValidationCase> used(timing_cases.begin(), timing_cases.begin() + count);
+    make_inputs(count == 1 ? "pre-timing" : "timing", inputs_bytes(used), [&] {
+      for (Backend backend : backends) {
+        auto& v = prepared_timing[backend];
+        for (size_t i = 0; i < count; ++i) {
+          heartbeat();
+          v.push_back(gate_backend(backend).prepare(timing_cases[i].spec, {}, hardware_workers()));
+        }
+      }
+    });
   };
   auto timing_inputs = [&](Backend backend) {
     std::vector<const PreparedCase*> out;
-    for (size_t i = 0; i < timing_cases.size(); ++i) out.push_back(&timing_point(backend, i));
+    for (const auto& p : prepared_timing.at(backend)) out.push_back(p.get());
     return out;
   };
+
   std::vector<std::optional<TrialRecord>> trials(candidates.size());
   size_t done = 0;
   auto record = [&](size_t ci, TrialRecord t) {
@@ -210,25 +249,6 @@ std::vector<TrialRecord> run_bucket(size_t bucket_index, const BucketKey& b,
   auto start = [&](size_t ci) {
     if (hooks.candidate_started) hooks.candidate_started(bucket_index, ci);
   };
-  auto validate_and_time = [&](size_t ci) {
-    const Candidate& c = candidates[ci];
-    start(ci);
-    TrialRecord t = validator.validate(*c.variant, c.params);
-    t.timing_method = "not timed";
-    if (t.disposition == Disposition::kPassed) {
-      time_passed(c, timing_inputs(c.variant->backend()), timing_cases, config.timing, t);
-    }
-    return t;
-  };
-
-  // Inputs first, outside any candidate: a failure here is the bucket's, not a candidate's.
-  std::set<Backend> backends;
-  for (const Candidate& c : candidates) backends.insert(c.variant->backend());
-  for (Backend backend : backends) {
-    validator.prepare(backend);
-    heartbeat();
-    timing_inputs(backend);
-  }
 
   // Candidates a supervisor found to crash or hang the process are recorded, never run again.
   std::vector<size_t> runnable;
@@ -241,15 +261,16 @@ std::vector<TrialRecord> run_bucket(size_t bucket_index, const BucketKey& b,
     }
   }
 
+  // Phase 1: pre-time every supported candidate (the validation order, fastest first).
   const TimingSettings& ts = config.timing;
+  std::vector<std::pair<double, size_t>> order;  // (pre-timing median, candidate)
   if (ts.prune_factor == 0) {
-    for (size_t ci : runnable) record(ci, validate_and_time(ci));
+    for (size_t ci : runnable) order.emplace_back(0.0, ci);
   } else {
-    // Pre-time every supported candidate, validate fastest first, prune the hopeless.
+    prepare_timing(1);
     TimingSettings quick = ts;
     quick.warmup = 1;
     quick.samples = std::max(ts.prune_samples, 1);
-    std::vector<std::pair<double, size_t>> order;
     for (size_t ci : runnable) {
       const Candidate& c = candidates[ci];
       if (!validator.supports(*c.variant, c.params).ok) {
@@ -258,8 +279,9 @@ std::vector<TrialRecord> run_bucket(size_t bucket_index, const BucketKey& b,
       }
       start(ci);
       try {
-        const TimingResult r = time_candidate(
-            *c.variant, c.params, timing_input(c.variant->backend()), timing_case.label, quick);
+        const TimingResult r =
+            time_candidate(*c.variant, c.params, *prepared_timing.at(c.variant->backend()).front(),
+                           timing_case.label, quick);
         order.emplace_back(r.median_us, ci);
       } catch (const std::exception& e) {
         record(ci, unrun_record(c, Disposition::kLaunchError,
@@ -267,21 +289,47 @@ std::vector<TrialRecord> run_bucket(size_t bucket_index, const BucketKey& b,
       }
     }
     std::stable_sort(order.begin(), order.end());
-    std::optional<double> fastest_passed;
-    for (const auto& [quick_us, ci] : order) {
-      if (fastest_passed && quick_us > *fastest_passed * ts.prune_factor) {
-        char why[160];
-        std::snprintf(why, sizeof why,
-                      "not validated: pre-timing median %.1f us is %.2fx the %.1f us of the "
-                      "fastest candidate that passed (prune_factor %.2f)",
-                      quick_us, quick_us / *fastest_passed, *fastest_passed, ts.prune_factor);
-        record(ci, unrun_record(candidates[ci], Disposition::kPruned, why));
-        continue;
-      }
-      TrialRecord t = validate_and_time(ci);
-      if (t.disposition == Disposition::kPassed && !fastest_passed) fastest_passed = quick_us;
-      record(ci, std::move(t));
+    prepared_timing.clear();
+  }
+
+  // Phase 2: validate, fastest first; with prune_factor, those over prune_factor x the fastest
+  // that passed are pruned instead.
+  if (!order.empty()) {
+    make_inputs("validation", inputs_bytes(validator.cases()), [&] {
+      for (Backend backend : backends) validator.prepare(backend);
+    });
+  }
+  std::vector<std::pair<size_t, TrialRecord>> passed;
+  std::optional<double> fastest_passed;
+  for (const auto& [quick_us, ci] : order) {
+    if (ts.prune_factor > 0 && fastest_passed && quick_us > *fastest_passed * ts.prune_factor) {
+      char why[160];
+      std::snprintf(why, sizeof why,
+                    "not validated: pre-timing median %.1f us is %.2fx the %.1f us of the "
+                    "fastest candidate that passed (prune_factor %.2f)",
+                    quick_us, quick_us / *fastest_passed, *fastest_passed, ts.prune_factor);
+      record(ci, unrun_record(candidates[ci], Disposition::kPruned, why));
+      continue;
     }
+    start(ci);
+    TrialRecord t = validator.validate(*candidates[ci].variant, candidates[ci].params);
+    t.timing_method = "not timed";
+    if (t.disposition != Disposition::kPassed) {
+      record(ci, std::move(t));
+      continue;
+    }
+    if (!fastest_passed) fastest_passed = quick_us;
+    passed.emplace_back(ci, std::move(t));
+  }
+  validator.release();
+
+  // Phase 3: time the candidates that passed.
+  if (!passed.empty()) prepare_timing(timing_cases.size());
+  for (auto& [ci, t] : passed) {
+    const Candidate& c = candidates[ci];
+    start(ci);
+    time_passed(c, timing_inputs(c.variant->backend()), timing_cases, ts, t);
+    record(ci, std::move(t));
   }
   std::vector<TrialRecord> out;
   out.reserve(trials.size());
@@ -306,7 +354,8 @@ TuneSummary tune(const TuneConfig& config, const std::vector<Candidate>& candida
     }
     progress.bucket_started(static_cast<int64_t>(bi), b.to_string(),
                             static_cast<int64_t>(candidates.size()));
-    std::vector<TrialRecord> trials = run_bucket(bi, b, config, candidates, hooks, progress);
+    std::vector<TrialRecord> trials =
+        run_bucket(bi, b, config, candidates, hooks, progress, summary.peak_input_bytes);
     std::optional<size_t> winner = pick_winner(trials, candidates, config.timing.tie_fraction);
     db.write_bucket(b, trials, winner);
     if (hooks.bucket_recorded) hooks.bucket_recorded(bi, winner.has_value());
@@ -323,6 +372,10 @@ TuneSummary tune(const TuneConfig& config, const std::vector<Candidate>& candida
       ++summary.no_valid;
       progress.bucket_done("NO VALID CANDIDATE, " + counts);
     }
+  }
+  if (summary.peak_input_bytes > 0) {
+    progress.message("generated inputs: at most " + format_bytes(summary.peak_input_bytes) +
+                     " held at once");
   }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;

@@ -38,6 +38,9 @@ struct TuneSummary {
   int64_t skipped = 0;   // already in the database (resume)
   int64_t tuned = 0;     // recorded with a winner
   int64_t no_valid = 0;  // recorded without one: no candidate passed
+  // The most bytes of generated inputs held at once (per backend, summed): a bucket holds its
+  // pre-timing, validation and timing inputs one set at a time.
+  int64_t peak_input_bytes = 0;
   double seconds = 0;
 };
 

@@ -133,6 +133,15 @@ ValidationCase make_validation_case(const BucketKey& b, const ValidationPoint& p
   return c;
 }
 
+int64_t input_bytes(const CaseSpec& spec) {
+  const DecodeShape& s = spec.shape;
+  const int64_t q = s.q_elems() * static_cast<int64_t>(dtype_bytes(s.q_dtype));
+  const int64_t kv =
+      spec.gen.num_pages * s.page_size * kHeadDimQK * static_cast<int64_t>(dtype_bytes(s.kv_dtype));
+  const int64_t table = int64_t{s.batch} * (s.max_pages_per_seq + 1) * sizeof(int32_t);
+  return q + kv + table;
+}
+
 ValidationCase make_timing_case(const BucketKey& b, double sm_scale) {
   ValidationPoint mid{b.batch_lo + (b.batch_hi - b.batch_lo) / 2,
                       std::max(b.key.qlen, b.kv_lo + (b.kv_hi - b.kv_lo) / 2)};

@@ -41,6 +41,9 @@ ValidationCase make_validation_case(const BucketKey& b, const ValidationPoint& p
                                     InputPattern pattern, double sm_scale,
                                     const ValidationSettings& settings);
 
+// The bytes a backend allocates for the case's inputs: q, the KV pool and the block table.
+int64_t input_bytes(const CaseSpec& spec);
+
 // Inputs for timing a bucket: its midpoint, every sequence at the point's max length, random
 // data, no rows to check.
 ValidationCase make_timing_case(const BucketKey& b, double sm_scale);
