@@ -13,7 +13,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
   tee "$out/gpu.txt"
 status=0
 all_tests="memory_test gpu_reference_test hip_gate_test portable_split_test mma_split_test
-  mma_fp8kv_test mma_fp8kv_persistent_test wgmma_split_test gpu_planted_test stream_graph_test"
+  mma_fp8kv_test mma_fp8kv_persistent_test wgmma_split_test wgmma_fp8kv_test gpu_planted_test
+  stream_graph_test"
 for t in ${TESTS:-$all_tests}; do
   echo "== $t"
   "$bundle/tests/$t" --gtest_brief=1 > "$out/$t.log" 2>&1 || status=1
