@@ -11,7 +11,7 @@ cp "$build/tuner/mlatune" "$build/bench/mlatune_bench_gpu_decode" "$bundle/bin/"
 cp -P "$build"/runtime/libmlatune.so* "$bundle/lib/"
 for t in memory_test gpu_reference_test hip_gate_test portable_split_test mma_split_test \
          mma_fp8kv_test mma_fp8kv_persistent_test wgmma_split_test wgmma_fp8kv_test \
-         gpu_planted_test stream_graph_test; do
+         gpu_planted_test stream_graph_test lookup_alloc_test; do
   cp "$build/tests/$t" "$bundle/tests/"
 done
 bundle_libs=${BUNDLE_LIBS:-../shared/device/bundle-libs}

@@ -9,12 +9,16 @@ bundle=${BUNDLE:-dev-bundle}
 out=${RESULTS:-out/gpu-suite}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$bundle/lib:${LD_LIBRARY_PATH:-}
+# Where tests that write files (lookup_alloc_test) put them: the build tree is not here.
+mkdir -p "$out/tmp"
+MLATUNE_TEST_TMPDIR=$(cd "$out/tmp" && pwd)
+export MLATUNE_TEST_TMPDIR
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv |
   tee "$out/gpu.txt"
 status=0
 all_tests="memory_test gpu_reference_test hip_gate_test portable_split_test mma_split_test
   mma_fp8kv_test mma_fp8kv_persistent_test wgmma_split_test wgmma_fp8kv_test gpu_planted_test
-  stream_graph_test"
+  stream_graph_test lookup_alloc_test"
 for t in ${TESTS:-$all_tests}; do
   echo "== $t"
   "$bundle/tests/$t" --gtest_brief=1 > "$out/$t.log" 2>&1 || status=1

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "mla_decode/memory.h"
+#include "mla_decode/registry.h"
 #include "runtime/decode_call.h"
 #include "runtime/runtime_fixture.h"
 
@@ -82,12 +84,16 @@ TEST(LookupAllocationTest, HitsMissesAndRefusalsAllocateNothing) {
 
 // Plans batch-256 calls of several length distributions (one sequence at the bucket's longest)
 // with `variant` (at `params`) as the winner, into a plan object sized once, and refusals too.
+// A GPU variant needs `kv` and `device` of its kind.
 void expect_planning_allocates_nothing(const std::string& variant,
-                                       std::optional<LaunchParams> params) {
+                                       std::optional<LaunchParams> params,
+                                       DType kv = DType::kBF16,
+                                       std::optional<DeviceInfo> device = std::nullopt) {
   SCOPED_TRACE(variant);
   std::string path = temp_path();
-  const DecodeKey key = make_key(16, 1, DType::kBF16, DType::kBF16, 64, false);
+  const DecodeKey key = make_key(16, 1, DType::kBF16, kv, 64, false);
   TestDbSpec spec;
+  spec.device = device;
   spec.buckets.push_back({key, 1, 256, 1, 4096, false, variant, params, 1.0});
   write_test_db(path, spec);
   DbHandle db;
@@ -144,6 +150,27 @@ TEST(LookupAllocationTest, PlanningASizedPlanAllocatesNothing) {
 TEST(LookupAllocationTest, PlanningAPersistentWinnerAllocatesNothing) {
   expect_planning_allocates_nothing("host_persistent_v1", LaunchParams{1, 64, 0, 1});
   expect_planning_allocates_nothing("host_persistent_v1", LaunchParams{1, 64, 0, 64});
+}
+
+// So is a GPU persistent winner's (hip_mma_fp8kv_persistent_v1, winner of fp8 buckets of the
+// shipped H200 database): in GPU builds on a device it runs on; skipped elsewhere.
+TEST(LookupAllocationTest, PlanningAGpuPersistentWinnerAllocatesNothing) {
+  const Variant* v = builtin_registry().find("hip_mma_fp8kv_persistent_v1");
+  if (!v) GTEST_SKIP() << "a CPU-only build";
+  const LaunchParams params{1, 64, 16, 2};
+  DecodeShape s;
+  s.batch = 256;
+  s.qlen = 1;
+  s.heads = 16;
+  s.page_size = 64;
+  s.kv_dtype = DType::kFP8E4M3FN;
+  s.max_kv_len = 4096;
+  s.max_pages_per_seq = 64;
+  s.num_pages = 256 * 64;
+  s.sm_scale = 0.04f;
+  if (const Support sup = v->can_implement(s, params); !sup.ok) GTEST_SKIP() << sup.reason;
+  expect_planning_allocates_nothing(std::string(v->name()), params, DType::kFP8E4M3FN,
+                                    current_device_info(backend_name(v->backend())));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -19,11 +20,13 @@
 
 namespace mlatune::test_db {
 
-// A path under the build's test directory, unique per test (ctest runs tests in parallel).
+// A path under the build's test directory (or $MLATUNE_TEST_TMPDIR: a bundled test binary runs
+// on a machine without the build tree), unique per test (ctest runs tests in parallel).
 inline std::string temp_path(const std::string& suffix = ".db") {
   const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
-  return std::string(MLATUNE_TEST_TMPDIR) + "/runtime_" + t->test_suite_name() + "_" + t->name() +
-         suffix;
+  const char* dir = std::getenv("MLATUNE_TEST_TMPDIR");
+  return std::string(dir && *dir ? dir : MLATUNE_TEST_TMPDIR) + "/runtime_" +
+         t->test_suite_name() + "_" + t->name() + suffix;
 }
 
 inline std::string read_file(const std::string& path) {
