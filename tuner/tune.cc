@@ -36,6 +36,14 @@ std::vector<int32_t> pick_values(const std::vector<int32_t>& configured,
   return configured;
 }
 
+// `bytes` in GB (MB below 1 GB), for messages.
+std::string format_bytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, b >= 1e9 ? "%.1f GB" : "%.1f MB", b >= 1e9 ? b / 1e9 : b / 1e6);
+  return buf;
+}
+
 std::string format_us(double us) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f us", us);
@@ -129,6 +137,50 @@ std::vector<VariantRecord> variant_records(const std::vector<Candidate>& candida
   return out;
 }
 
+int64_t bucket_input_peak(const BucketKey& b, const TuneConfig& config) {
+  const std::vector<ValidationCase> timing =
+      make_timing_cases(b, config.sm_scale, config.timing.top_corner);
+  const BucketValidator validator(b, config, 1);
+  int64_t validation = 0, timed = 0;
+  for (const ValidationCase& c : validator.cases()) validation += input_bytes(c.spec);
+  for (const ValidationCase& c : timing) timed += input_bytes(c.spec);
+  return std::max(validation, timed);  // the pre-timing set is one of the timing set's
+}
+
+void check_inputs_fit(const TuneConfig& config, const std::vector<BucketKey>& buckets,
+                      std::string_view where, std::optional<int64_t> available) {
+  if (!available) return;
+  const BucketKey* worst = nullptr;
+  int64_t worst_bytes = 0;
+  int64_t too_large = 0;
+  for (const BucketKey& b : buckets) {
+    const int64_t need = bucket_input_peak(b, config);
+    if (need <= *available) continue;
+    ++too_large;
+    if (need > worst_bytes) {
+      worst = &b;
+      worst_bytes = need;
+    }
+  }
+  if (!worst) return;
+  const std::string what = std::to_string(too_large) + " bucket(s) need more memory for their " +
+                           "generated inputs than the " + format_bytes(*available) + " " +
+                           std::string(where) + " has available, the largest " +
+                           worst->to_string() + " (" + format_bytes(worst_bytes) + " at once)";
+  throw ConfigError(config.path + ": " + what +
+                    "; narrow batch_edges or kv_len_edges, or tune on a device with more memory");
+}
+
+void check_inputs_fit(const TuneConfig& config, const std::vector<Candidate>& candidates,
+                      const std::vector<BucketKey>& buckets) {
+  std::set<Backend> backends;
+  for (const Candidate& c : candidates) backends.insert(c.variant->backend());
+  for (Backend backend : backends) {
+    check_inputs_fit(config, buckets, "memory of backend " + std::string(backend_name(backend)),
+                     memory_space(backend).available_bytes());
+  }
+}
+
 namespace {
 
 // Times a validated candidate on each of the bucket's timing inputs (midpoint first); a failure
@@ -172,14 +224,6 @@ TrialRecord unrun_record(const Candidate& c, Disposition d, std::string reason) 
   t.reason = std::move(reason);
   t.timing_method = "not timed";
   return t;
-}
-
-// `bytes` in GB (MB below 1 GB), for messages.
-std::string format_bytes(int64_t bytes) {
-  const double b = static_cast<double>(bytes);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, b >= 1e9 ? "%.1f GB" : "%.1f MB", b >= 1e9 ? b / 1e9 : b / 1e6);
-  return buf;
 }
 
 int64_t inputs_bytes(const std::vector<ValidationCase>& cases) {
@@ -345,6 +389,12 @@ TuneSummary tune(const TuneConfig& config, const std::vector<Candidate>& candida
   const std::vector<BucketKey> buckets = config.buckets();
   TuneSummary summary;
   summary.buckets = static_cast<int64_t>(buckets.size());
+  // A bucket whose inputs cannot fit would fail after minutes of tuning: refuse it now.
+  std::vector<BucketKey> todo;
+  for (const BucketKey& b : buckets) {
+    if (!db.has_bucket(b)) todo.push_back(b);
+  }
+  check_inputs_fit(config, candidates, todo);
   for (size_t bi = 0; bi < buckets.size(); ++bi) {
     const BucketKey& b = buckets[bi];
     if (db.has_bucket(b)) {

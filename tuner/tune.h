@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -43,6 +45,21 @@ struct TuneSummary {
   int64_t peak_input_bytes = 0;
   double seconds = 0;
 };
+
+// The most bytes of generated inputs a bucket of `config` holds at once (per backend): the larger
+// of its validation cases' and its timing inputs' (the pre-timing input is one of the latter).
+int64_t bucket_input_peak(const BucketKey& b, const TuneConfig& config);
+
+// Throws ConfigError naming how many of `buckets` need more than `available` bytes of `where`
+// for their inputs (bucket_input_peak) and the largest of them; nothing when all fit or
+// `available` is unknown.
+void check_inputs_fit(const TuneConfig& config, const std::vector<BucketKey>& buckets,
+                      std::string_view where, std::optional<int64_t> available);
+// The same against the available memory of every backend of `candidates` (which it touches: not
+// for a process that must leave the GPU runtime alone). tune() checks the buckets it will tune
+// before tuning any; a run that creates its database checks every bucket before creating it.
+void check_inputs_fit(const TuneConfig& config, const std::vector<Candidate>& candidates,
+                      const std::vector<BucketKey>& buckets);
 
 // Provenance for a run of `config` with `registry` on this host.
 Provenance make_provenance(const TuneConfig& config, const Registry& registry);

@@ -1,8 +1,10 @@
 #include "mla_decode/memory.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -76,6 +78,14 @@ class HostMemorySpace final : public MemorySpace {
     if (bytes > 0) std::memset(scratch_.data(), flush_value_++, bytes);
   }
   std::string_view timer_description() const override { return "host steady_clock"; }
+  std::optional<int64_t> available_bytes() override {
+    std::ifstream meminfo("/proc/meminfo");
+    for (std::string line; std::getline(meminfo, line);) {
+      long long kib = 0;
+      if (std::sscanf(line.c_str(), "MemAvailable: %lld kB", &kib) == 1) return kib * 1024;
+    }
+    return std::nullopt;
+  }
 
  private:
   std::vector<uint8_t> scratch_;

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "mla_decode/device.h"
@@ -45,6 +46,10 @@ class MemorySpace {
   virtual void flush_caches(size_t bytes) = 0;
   // How the timer measures, for the database's timing_method.
   virtual std::string_view timer_description() const = 0;
+  // The bytes this space could still allocate as its runtime reports them (GPU: free device
+  // memory; host: the kernel's MemAvailable), or nullopt when it cannot tell. A bound for refusing
+  // work that cannot fit, not a promise that an allocation of that size succeeds.
+  virtual std::optional<int64_t> available_bytes() = 0;
 };
 
 // The memory space of a backend's variants. Throws LaunchError if the backend is not built in or

@@ -45,6 +45,17 @@ expect 3 "unknown.yaml:2:1: " -- "$mlatune" tune --config "$work/unknown.yaml" -
 expect 3 "missing.yaml" -- "$mlatune" tune --config "$work/missing.yaml" --db "$work/x.db"
 [[ ! -e $work/x.db ]] || { echo "FAIL: a config error created the database"; failed=$((failed + 1)); }
 
+# A config whose inputs no machine holds (batch 65536 x 1 Mi keys, 88 TB): refused before any
+# tuning or database, in a supervised worker and in-process alike.
+sed 's/batch_edges: .*/batch_edges: [65536]/; s/kv_len_edges: .*/kv_len_edges: [1048576]/' \
+  "$tiny" > "$work/huge.yaml"
+for mode in "" --in-process; do
+  expect 3 "need more memory for their generated inputs" -- "$mlatune" tune $mode \
+    --config "$work/huge.yaml" --db "$work/huge.db"
+done
+[[ ! -e $work/huge.db ]] ||
+  { echo "FAIL: a config too large to tune created the database"; failed=$((failed + 1)); }
+
 # A GPU config where this build or machine has no GPU: refused before any database is made.
 if ! command -v nvidia-smi >/dev/null && ! command -v rocm-smi >/dev/null; then
   expect 7 "device error" -- "$mlatune" tune --config "$src/configs/gpu-smoke.yaml" \

@@ -3,13 +3,11 @@
 // best only at the bucket's centre does not win a bucket whose large shapes it serves badly.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "tuner/gate.h"
 #include "tuner/scratch_tune.h"
 #include "tuner/test_variants.h"
 #include "tuner/tune.h"
@@ -110,47 +108,6 @@ TEST(TimingPoints, TheCornerIsAddedOnlyWhenAskedAndDistinct) {
   point.batch_lo = point.batch_hi;
   point.kv_lo = point.kv_hi;
   EXPECT_EQ(make_timing_cases(point, 0.1, true).size(), 1u);
-}
-
-// A bucket holds its pre-timing, validation and timing inputs one set at a time (tune.cc): the
-// largest buckets' sets together exceed what an 80 GB card holds. The run reports the most input
-// bytes it held at once, which must be the largest single phase, not the sum of a bucket's sets.
-TEST(TimingPoints, ABucketHoldsOneSetOfInputsAtATime) {
-  ScriptedKernel flat("flat", 0, ScriptedKernel::Mode::kCorrect);
-  ScriptedKernel steep("steep", 0, ScriptedKernel::Mode::kCorrect);
-  Registry r;
-  r.add_borrowed(&flat);
-  r.add_borrowed(&steep);
-  std::string text = config_text(true);
-  text.replace(text.find("top_corner: true"), 16, "top_corner: true, prune_factor: 2.0");
-  const TuneConfig config = parse_config(text, "points.yaml");
-  TuneSummary summary;
-  tune_into_scratch_db(config, r, "points-memory", &summary);
-  auto sum = [](const std::vector<ValidationCase>& cases) {
-    int64_t bytes = 0;
-    for (const ValidationCase& c : cases) bytes += input_bytes(c.spec);
-    return bytes;
-  };
-  int64_t phase_peak = 0, all_at_once = 0;
-  for (const BucketKey& b : config.buckets()) {
-    const std::vector<ValidationCase> timing = make_timing_cases(b, config.sm_scale, true);
-    const BucketValidator validator(b, config, 1);
-    const int64_t pre = input_bytes(timing.front().spec);
-    phase_peak = std::max({phase_peak, pre, sum(validator.cases()), sum(timing)});
-    all_at_once = std::max(all_at_once, sum(validator.cases()) + sum(timing));
-  }
-  EXPECT_EQ(summary.peak_input_bytes, phase_peak);
-  EXPECT_LT(phase_peak, all_at_once);
-}
-
-TEST(TimingPoints, InputBytesCountTheKvPoolQAndTable) {
-  const TuneConfig config = parse_config(config_text(true), "points.yaml");
-  const ValidationCase c = make_timing_cases(config.buckets().at(1), 0.1, true).back();
-  const DecodeShape& s = c.shape();
-  const int64_t kv = c.spec.gen.num_pages * s.page_size * kHeadDimQK * 2;  // bf16
-  EXPECT_EQ(input_bytes(c.spec),
-            kv + s.q_elems() * 2 + int64_t{s.batch} * (s.max_pages_per_seq + 1) * 4);
-  EXPECT_GE(c.spec.gen.num_pages * s.page_size, int64_t{s.batch} * s.max_kv_len);
 }
 
 TEST(TimingPoints, TopCornerMustBeABoolean) {

@@ -1,6 +1,7 @@
 #include "mla_decode/hip/hip_memory.h"
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -140,6 +141,25 @@ class HipMemorySpace final : public MemorySpace {
   }
   std::string_view timer_description() const override {
     return "device events (hipEventElapsedTime)";
+  }
+  std::optional<int64_t> available_bytes() override {
+    ensure_device();
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    // Called by name: the compat header (part of every GPU variant's code identity) has no
+    // mapping for it.
+#if MLATUNE_GPU_NVIDIA
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return std::nullopt;
+    }
+#else
+    if (hipMemGetInfo(&free_bytes, &total_bytes) != hipSuccess) {
+      (void)hipGetLastError();
+      return std::nullopt;
+    }
+#endif
+    return static_cast<int64_t>(free_bytes);
   }
 
  private:
