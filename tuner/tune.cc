@@ -44,6 +44,13 @@ std::string format_bytes(int64_t bytes) {
   return buf;
 }
 
+// The bytes of the inputs of `cases`.
+int64_t inputs_bytes(const std::vector<ValidationCase>& cases) {
+  int64_t sum = 0;
+  for (const ValidationCase& c : cases) sum += input_bytes(c.spec);
+  return sum;
+}
+
 std::string format_us(double us) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f us", us);
@@ -141,10 +148,8 @@ int64_t bucket_input_peak(const BucketKey& b, const TuneConfig& config) {
   const std::vector<ValidationCase> timing =
       make_timing_cases(b, config.sm_scale, config.timing.top_corner);
   const BucketValidator validator(b, config, 1);
-  int64_t validation = 0, timed = 0;
-  for (const ValidationCase& c : validator.cases()) validation += input_bytes(c.spec);
-  for (const ValidationCase& c : timing) timed += input_bytes(c.spec);
-  return std::max(validation, timed);  // the pre-timing set is one of the timing set's
+  // The pre-timing set is one of the timing set's.
+  return std::max(inputs_bytes(validator.cases()), inputs_bytes(timing));
 }
 
 void check_inputs_fit(const TuneConfig& config, const std::vector<BucketKey>& buckets,
@@ -224,12 +229,6 @@ TrialRecord unrun_record(const Candidate& c, Disposition d, std::string reason) 
   t.reason = std::move(reason);
   t.timing_method = "not timed";
   return t;
-}
-
-int64_t inputs_bytes(const std::vector<ValidationCase>& cases) {
-  int64_t sum = 0;
-  for (const ValidationCase& c : cases) sum += input_bytes(c.spec);
-  return sum;
 }
 
 // The trials of one bucket, one per candidate, in candidate order, in three phases so that the
