@@ -34,13 +34,8 @@ int run_worker(const WorkerJob& job, const Channel& ch) {
   return worker::report_errors(ch, [&] {
     const TuneConfig& config = *job.config;
     const DeviceInfo device = current_device_info(config.backend);
-    // Before creating a database that would then hold nothing.
-    if (job.mode == TuningDb::Mode::kCreate) {
-      check_inputs_fit(config, *job.candidates, config.buckets());
-    }
     std::unique_ptr<TuningDb> db =
-        TuningDb::open_for_tuning(job.db_path, job.mode, make_provenance(config, *job.registry),
-                                  variant_records(*job.candidates));
+        open_checked_for_tuning(job.db_path, job.mode, config, *job.registry, *job.candidates);
     const int64_t buckets = static_cast<int64_t>(config.buckets().size());
     if (job.announce) {
       std::fprintf(stderr, "tuning %s: %lld buckets x %zu candidates on %s (isolated worker)\n",

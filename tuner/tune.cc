@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include "mla_decode/host/thread_pool.h"
 #include "mla_decode/memory.h"
@@ -159,7 +160,13 @@ void check_inputs_fit(const TuneConfig& config, const std::vector<BucketKey>& bu
   int64_t worst_bytes = 0;
   int64_t too_large = 0;
   for (const BucketKey& b : buckets) {
-    const int64_t need = bucket_input_peak(b, config);
+    int64_t need = 0;
+    try {
+      need = bucket_input_peak(b, config);
+    } catch (const std::invalid_argument& e) {  // e.g. more pages than a pool can index
+      throw ConfigError(config.path + ": bucket " + b.to_string() +
+                        " cannot be tuned: " + e.what());
+    }
     if (need <= *available) continue;
     ++too_large;
     if (need > worst_bytes) {
@@ -184,6 +191,27 @@ void check_inputs_fit(const TuneConfig& config, const std::vector<Candidate>& ca
     check_inputs_fit(config, buckets, "memory of backend " + std::string(backend_name(backend)),
                      memory_space(backend).available_bytes());
   }
+}
+
+std::unique_ptr<TuningDb> open_checked_for_tuning(const std::string& path, TuningDb::Mode mode,
+                                                  const TuneConfig& config,
+                                                  const Registry& registry,
+                                                  const std::vector<Candidate>& candidates) {
+  auto open = [&] {
+    return TuningDb::open_for_tuning(path, mode, make_provenance(config, registry),
+                                     variant_records(candidates));
+  };
+  if (mode == TuningDb::Mode::kCreate) {
+    check_inputs_fit(config, candidates, config.buckets());  // before the file exists
+    return open();
+  }
+  std::unique_ptr<TuningDb> db = open();
+  std::vector<BucketKey> todo;
+  for (const BucketKey& b : config.buckets()) {
+    if (!db->has_bucket(b)) todo.push_back(b);
+  }
+  check_inputs_fit(config, candidates, todo);
+  return db;
 }
 
 namespace {
@@ -388,12 +416,6 @@ TuneSummary tune(const TuneConfig& config, const std::vector<Candidate>& candida
   const std::vector<BucketKey> buckets = config.buckets();
   TuneSummary summary;
   summary.buckets = static_cast<int64_t>(buckets.size());
-  // A bucket whose inputs cannot fit would fail after minutes of tuning: refuse it now.
-  std::vector<BucketKey> todo;
-  for (const BucketKey& b : buckets) {
-    if (!db.has_bucket(b)) todo.push_back(b);
-  }
-  check_inputs_fit(config, candidates, todo);
   for (size_t bi = 0; bi < buckets.size(); ++bi) {
     const BucketKey& b = buckets[bi];
     if (db.has_bucket(b)) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,15 +52,23 @@ struct TuneSummary {
 int64_t bucket_input_peak(const BucketKey& b, const TuneConfig& config);
 
 // Throws ConfigError naming how many of `buckets` need more than `available` bytes of `where`
-// for their inputs (bucket_input_peak) and the largest of them; nothing when all fit or
-// `available` is unknown.
+// for their inputs (bucket_input_peak) and the largest of them, or a bucket whose inputs cannot
+// be made at all; nothing when all fit or `available` is unknown.
 void check_inputs_fit(const TuneConfig& config, const std::vector<BucketKey>& buckets,
                       std::string_view where, std::optional<int64_t> available);
 // The same against the available memory of every backend of `candidates` (which it touches: not
-// for a process that must leave the GPU runtime alone). tune() checks the buckets it will tune
-// before tuning any; a run that creates its database checks every bucket before creating it.
+// for a process that must leave the GPU runtime alone).
 void check_inputs_fit(const TuneConfig& config, const std::vector<Candidate>& candidates,
                       const std::vector<BucketKey>& buckets);
+
+// TuningDb::open_for_tuning of `path` for a run of `config` with `candidates`, refusing up front
+// (check_inputs_fit) a run whose buckets cannot fit the backends' memory: every bucket before a
+// new database is created, the buckets a resumed one lacks once it is open. Throws ConfigError,
+// DbError, LaunchError.
+std::unique_ptr<TuningDb> open_checked_for_tuning(const std::string& path, TuningDb::Mode mode,
+                                                  const TuneConfig& config,
+                                                  const Registry& registry,
+                                                  const std::vector<Candidate>& candidates);
 
 // Provenance for a run of `config` with `registry` on this host.
 Provenance make_provenance(const TuneConfig& config, const Registry& registry);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,51 @@ TEST(InputMemory, BucketsThatCannotFitAreRefusedUpFront) {
     const std::string m = e.what();
     EXPECT_NE(m.find("2 bucket(s)"), std::string::npos) << m;
     EXPECT_NE(m.find("the largest " + buckets.at(1).to_string()), std::string::npos) << m;
+  }
+}
+
+// A new database is not created for a run that cannot fit; a resumed one is refused once open,
+// for the buckets it lacks, and left as it was.
+TEST(InputMemory, OpeningForTuningRefusesWhatCannotFit) {
+  ScriptedKernel a("a", 0, ScriptedKernel::Mode::kCorrect);
+  Registry r;
+  r.add_borrowed(&a);
+  std::string text = kConfig;
+  text.replace(text.find("batch_edges: [2, 20]"), 20, "batch_edges: [65536]");
+  text.replace(text.find("kv_len_edges: [40]"), 18, "kv_len_edges: [1048576]");
+  text.replace(text.find("page_size: [16]"), 15, "page_size: [64]");
+  const TuneConfig huge = parse_config(text, "huge.yaml");  // 1 bucket of about 77 TB
+  const std::vector<Candidate> candidates = enumerate_candidates(huge, r);
+  const std::string path =
+      std::string(MLATUNE_TEST_TMPDIR) + "/input-memory-" + std::to_string(getpid()) + ".db";
+  std::filesystem::remove(path);
+  EXPECT_THROW(open_checked_for_tuning(path, TuningDb::Mode::kCreate, huge, r, candidates),
+               ConfigError);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  TuningDb::open_for_tuning(path, TuningDb::Mode::kCreate, make_provenance(huge, r),
+                            variant_records(candidates));
+  const auto size = std::filesystem::file_size(path);
+  EXPECT_THROW(open_checked_for_tuning(path, TuningDb::Mode::kResume, huge, r, candidates),
+               ConfigError);
+  EXPECT_EQ(std::filesystem::file_size(path), size);
+  std::filesystem::remove(path);
+}
+
+// A bucket whose largest case needs more pages than a pool can index (65536 x 1 Mi keys in pages
+// of 16) is refused as a config error naming it, not an internal one.
+TEST(InputMemory, ABucketWhoseInputsCannotBeMadeIsAConfigError) {
+  std::string text = kConfig;
+  text.replace(text.find("batch_edges: [2, 20]"), 20, "batch_edges: [65536]");
+  text.replace(text.find("kv_len_edges: [40]"), 18, "kv_len_edges: [1048576]");
+  const TuneConfig config = parse_config(text, "pages.yaml");
+  try {
+    check_inputs_fit(config, config.buckets(), "test memory", int64_t{1} << 62);
+    ADD_FAILURE() << "a bucket of 2^32 pages was accepted";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("pages.yaml: bucket " + config.buckets().at(0).to_string()), std::string::npos)
+        << m;
+    EXPECT_NE(m.find("num_pages"), std::string::npos) << m;
   }
 }
 

@@ -60,10 +60,7 @@ void add_tune_command(CLI::App& app, int& exit_code) {
         // as a config naming variants this build lacks.
         const DeviceInfo device = current_device_info(config.backend);
         std::vector<Candidate> candidates = enumerate_candidates(config, registry);
-        // Before creating a database that would then hold nothing.
-        if (mode == TuningDb::Mode::kCreate) check_inputs_fit(config, candidates, config.buckets());
-        auto db = TuningDb::open_for_tuning(opts->db, mode, make_provenance(config, registry),
-                                            variant_records(candidates));
+        auto db = open_checked_for_tuning(opts->db, mode, config, registry, candidates);
         const int64_t buckets = static_cast<int64_t>(config.buckets().size());
         std::fprintf(stderr, "tuning %s: %lld buckets x %zu candidates on %s\n",
                      config.name.c_str(), static_cast<long long>(buckets), candidates.size(),
