@@ -12,8 +12,8 @@
 //
 // Why two implementations of one plan: plan_work and encode_plan are part of the code identity of
 // every GPU variant (kernels/CMakeLists.txt), so rewriting them would make every winner of the
-// shipped H200 database stale until it is retuned there. Variants move to this writer when their
-// identity changes anyway; until then hip_mma_fp8kv_persistent_v1 still plans through them.
+// shipped H200 database stale until it is retuned there. Every persistent variant plans through
+// this writer (and hashes it into its identity); plan_work stays the readable specification.
 //
 // Pure host code; thread-compatible (no shared state).
 #pragma once

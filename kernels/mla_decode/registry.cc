@@ -10,17 +10,11 @@
 #include "mla_decode/hip/hip_variants.h"
 #include "mla_decode/hip/mma_fp8kv.h"
 #include "mla_decode/hip/mma_split.h"
+#include "mla_decode/hip/wgmma_fp8kv.h"
 #include "mla_decode/hip/wgmma_split.h"
 #endif
 
 namespace mlatune {
-
-#if defined(MLATUNE_WITH_HIP)
-// mla_decode/hip/wgmma_fp8kv.hip. Declared here rather than in a header under hip/: every header
-// there counts in every GPU variant's code identity, and a new one would turn every winner of the
-// shipped databases stale.
-const Variant& hip_wgmma_fp8kv_variant();  // name "hip_wgmma_fp8kv_v1"
-#endif
 
 #if defined(MLATUNE_WITH_MFMA)
 // mla_decode/hip/mfma_split.hip. Declared here rather than in a header under hip/: every header
@@ -67,6 +61,7 @@ Registry builtin_registry() {
   r.add_borrowed(&hip_mma_fp8kv_persistent_variant());
   r.add_borrowed(&hip_wgmma_split_variant());
   r.add_borrowed(&hip_wgmma_fp8kv_variant());
+  r.add_borrowed(&hip_wgmma_fp8kv_persistent_variant());
 #endif
 #if defined(MLATUNE_WITH_MFMA)
   r.add_borrowed(&hip_mfma_split_variant());

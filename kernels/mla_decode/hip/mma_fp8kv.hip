@@ -55,7 +55,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -65,9 +64,7 @@
 #include "mla_decode/hip/hip_check.h"
 #include "mla_decode/hip/mma_common.h"
 #include "mla_decode/hip/mma_fp8kv.h"
-#include "mla_decode/launch_plan.h"
-#include "mla_decode/plan_writer.h"
-#include "mla_decode/work_plan.h"
+#include "mla_decode/hip/persistent_launch.h"
 
 #if defined(MLATUNE_STANDALONE_CHECK)
 namespace mlatune::code_identity {
@@ -567,27 +564,8 @@ __global__ void FP8KV_BOUNDS fp8kv_kernel(const Params p) {
 #endif
 }
 
-// The launch plan's words (launch_plan.h) carried by value in the kernel parameters, so that a
-// launch is one kernel on the caller's stream: no host-to-device copy (which, from pageable
-// memory, would make the host wait for the stream) and nothing to keep alive after run() returns.
-// Two capacities, so that small batches do not ship 31 KB of parameters with every launch; CUDA
-// allows 32 764 bytes of kernel parameters from sm_70 and CUDA 12.1.
-template <int kWords>
-struct alignas(16) PlanWords {
-  int32_t w[kWords];
-};
-constexpr int kSmallPlanWords = 2048;
-constexpr int kLargePlanWords = 7936;
-
-// Where the kernel finds the sections it reads, and where workgroup 0 writes the sections the
-// combine kernel reads (seq_first_slot and cut_seqs, `tail_words` words from word `tail`).
-struct PlanRef {
-  int32_t worker_first = 0;
-  int32_t pieces = 0;
-  int32_t tail = 0;
-  int32_t tail_words = 0;
-  int32_t* tail_dev = nullptr;
-};
+using persistent::PlanRef;
+using persistent::PlanWords;
 
 // Persistent: workgroup (worker, group) runs the worker's pieces of the launch plan in order
 // (partials are laid out by the plan's slots). The plan is a parameter of its own: a larger
@@ -596,11 +574,7 @@ template <int KT, int kWords>
 __global__ void FP8KV_BOUNDS fp8kv_persistent_kernel(
     const Params p, const MLATUNE_GRID_CONSTANT PlanWords<kWords> plan, const PlanRef ref) {
 #if FP8KV_KERNEL
-  if (blockIdx.x == 0) {
-    for (int32_t k = static_cast<int32_t>(threadIdx.x); k < ref.tail_words; k += kThreads) {
-      ref.tail_dev[k] = plan.w[ref.tail + k];
-    }
-  }
+  persistent::publish_tail(plan, ref, kThreads);
   // Only the piece index lives across a piece: the rest is re-read (registers are at the limit).
   const auto worker = [&] { return static_cast<int32_t>(blockIdx.x / p.groups); };
   const int32_t* first = plan.w + ref.worker_first;
@@ -643,11 +617,6 @@ void allow_smem(const void* fn, size_t smem) {
 
 int32_t row_groups(const DecodeShape& s) { return (s.qlen * s.heads + kRows - 1) / kRows; }
 
-int32_t max_len_of(const DecodeShape& s) {
-  return static_cast<int32_t>(
-      std::min<int64_t>(int64_t{s.max_pages_per_seq} * s.page_size, kMaxKvLen));
-}
-
 // What both variants refuse alike (after their own parameter space check).
 Support check_shape(const DecodeShape& s) {
   if constexpr (!MLATUNE_GPU_NVIDIA) {
@@ -678,7 +647,7 @@ Params make_params(const DecodeShape& s, const DecodeArgs& a, float* part_out) {
   p.splits = 1;
   p.page = gpu::FastDiv(static_cast<uint32_t>(s.page_size));
   p.max_pages = s.max_pages_per_seq;
-  p.max_len = max_len_of(s);
+  p.max_len = persistent::max_len_of(s);
   p.q_dtype = s.q_dtype;
   p.scale_log2 = static_cast<float>(static_cast<double>(s.sm_scale) * s.q_scale * s.kv_scale *
                                     1.4426950408889634);
@@ -748,13 +717,12 @@ void MmaFp8KvVariant::run(const DecodeShape& s, const LaunchParams& lp, const De
 
 // ---- hip_mma_fp8kv_persistent_v1 ----------------------------------------------------------------
 //
-// The same workgroup code over a host-side launch plan (launch_plan.h): `workers` resident
-// workgroups per SM, i.e. W = max(1, workers x SMs / row groups) plan workers, each run by one
-// workgroup per row group, deal the batch's tiles among themselves (long sequences cut, short
-// ones shared); the combine kernel merges the cut sequences only. The plan travels in the kernel
-// parameters (PlanWords), so batches whose largest plan exceeds kLargePlanWords words are refused
-// (batch 256 at 264 workers takes 2868). Workspace: room for the plan's words (workgroup 0 writes
-// the sections the combine kernel reads), then the partial records of max_plan_slots slots.
+// The same workgroup code over a host-side launch plan (launch_plan.h, persistent_launch.h):
+// `workers` resident workgroups per SM, i.e. W = max(1, workers x SMs / row groups) plan workers,
+// each run by one workgroup per row group, deal the batch's tiles among themselves (long
+// sequences cut, short ones shared); the combine kernel merges the cut sequences only. The plan
+// travels in the kernel parameters (PlanWords), so batches whose largest plan exceeds
+// kLargePlanWords words are refused (batch 256 at 264 workers takes 2868).
 
 constexpr std::string_view kPersistentName = "hip_mma_fp8kv_persistent_v1";
 
@@ -783,76 +751,42 @@ class MmaFp8KvPersistentVariant final : public Variant {
       return Support::no("launch params " + p.to_string() + " outside the parameter space");
     }
     if (Support sup = check_shape(s); !sup.ok) return sup;
-    int64_t words = 0;
     try {
-      words = max_plan_words(s.batch, plan_workers(s, p));
+      return persistent::check_plan_room(s, layout(s, p));
     } catch (const LaunchError& e) {  // no device to count SMs on
       return Support::no(e.what());
     }
-    if (words > kLargePlanWords) {
-      return Support::no("a plan of up to " + std::to_string(words) + " words (batch " +
-                         std::to_string(s.batch) + ") exceeds the " +
-                         std::to_string(kLargePlanWords) + " a launch carries in its parameters");
-    }
-    return Support::yes();
   }
   size_t plan_words(const DecodeShape& s, const LaunchParams& p) const override {
     if (!can_implement(s, p).ok) return 0;
-    return static_cast<size_t>(max_plan_words(s.batch, plan_workers(s, p)));
+    return static_cast<size_t>(layout(s, p).max_words);
   }
   size_t plan(const DecodeShape& s, const LaunchParams& p, std::span<const int32_t> kv_lens,
               std::span<int32_t> out) const override {
     const Support sup = can_implement(s, p);
     if (!sup.ok) throw LaunchError(std::string(kPersistentName) + ": " + sup.reason);
-    if (kv_lens.size() != static_cast<size_t>(s.batch)) {
-      throw LaunchError(std::string(kPersistentName) + ": " + std::to_string(kv_lens.size()) +
-                        " lengths for a batch of " + std::to_string(s.batch));
-    }
-    try {
-      return static_cast<size_t>(
-          write_launch_plan(kv_lens, p.kv_tile, plan_workers(s, p), max_len_of(s), out));
-    } catch (const std::invalid_argument& e) {
-      throw LaunchError(std::string(kPersistentName) + ": " + e.what());
-    }
+    return persistent::write_plan(kPersistentName, s, p.kv_tile, layout(s, p), kv_lens, out);
   }
   size_t workspace_bytes(const DecodeShape& s, const LaunchParams& p) const override {
     if (!can_implement(s, p).ok) return 0;
-    return plan_bytes(s, p) + static_cast<size_t>(slot_rows(s, p)) * (kHeadDimV + 1) * sizeof(float);
+    return layout(s, p).workspace_bytes();
   }
   void run(const DecodeShape& s, const LaunchParams& p, const DecodeArgs& a) const override;
 
  private:
-  // The current device's SM count: plan and run of one launch must see the same device.
-  static int32_t sm_count() {
-    int device = 0;
-    int sms = 0;
-    MLATUNE_HIP_CHECK(hipGetDevice(&device));
-    MLATUNE_HIP_CHECK(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
-    return std::max(sms, 1);
-  }
-  static int32_t plan_workers(const DecodeShape& s, const LaunchParams& p) {
-    const int64_t w = int64_t{p.workers} * sm_count() / row_groups(s);
-    return static_cast<int32_t>(std::clamp<int64_t>(w, 1, kMaxPlanWorkers));
-  }
-  // The plan's share of the workspace, 16-byte aligned.
-  static size_t plan_bytes(const DecodeShape& s, const LaunchParams& p) {
-    return (static_cast<size_t>(max_plan_words(s.batch, plan_workers(s, p))) * 4 + 15) / 16 * 16;
-  }
-  static int64_t slot_rows(const DecodeShape& s, const LaunchParams& p) {
-    return max_plan_slots(s.batch, plan_workers(s, p)) * s.qlen * s.heads;
+  static persistent::Layout layout(const DecodeShape& s, const LaunchParams& p) {
+    return persistent::layout_of(s, p.workers, kRows);
   }
 };
 
-// The persistent kernel (kv_tile 64 only: at 32 it spilled registers) with the plan's `words`
-// words (checked: at most kWords) copied into its parameters.
+// The persistent kernel (kv_tile 64 only: at 32 it spilled registers) with the plan's words
+// (checked: at most kWords) in its parameters.
 template <int kWords>
-void launch_persistent(const Params& p, const int32_t* words, int64_t count, const PlanRef& ref,
-                       dim3 grid, hipStream_t stream) {
-  PlanWords<kWords> plan;
-  std::copy(words, words + count, plan.w);
+void launch_persistent(const Params& p, const DecodeArgs& a, const persistent::Launch& x) {
   auto* kernel = &fp8kv_persistent_kernel<64, kWords>;
   allow_smem(reinterpret_cast<const void*>(kernel), Cfg<64>::kSmemBytes);
-  kernel<<<grid, dim3(kThreads), Cfg<64>::kSmemBytes, stream>>>(p, plan, ref);
+  kernel<<<x.grid, dim3(kThreads), Cfg<64>::kSmemBytes, stream_of(a)>>>(
+      p, persistent::plan_words_of<kWords>(a, x), x.ref);
   hip_check_launch("fp8kv_persistent_kernel");
 }
 
@@ -860,39 +794,17 @@ void MmaFp8KvPersistentVariant::run(const DecodeShape& s, const LaunchParams& lp
                                     const DecodeArgs& a) const {
   const Support sup = can_implement(s, lp);
   if (!sup.ok) throw LaunchError(std::string(kPersistentName) + ": " + sup.reason);
-  check_launch_args(kPersistentName, s, a, workspace_bytes(s, lp));
-  if (!a.plan) throw LaunchError(std::string(kPersistentName) + ": no plan (Variant::plan makes it)");
-  const int32_t workers = plan_workers(s, lp);
-  PlanView plan;
-  try {
-    plan = check_plan(std::span<const int32_t>(a.plan, a.plan_words), s.batch, workers, lp.kv_tile,
-                      max_len_of(s));
-  } catch (const std::invalid_argument& e) {
-    throw LaunchError(std::string(kPersistentName) + ": " + e.what());
-  }
-  int32_t* plan_dev = static_cast<int32_t*>(a.workspace);
-  Params p = make_params(s, a, reinterpret_cast<float*>(
-                                   static_cast<uint8_t*>(a.workspace) + plan_bytes(s, lp)));
-  p.part_lse = p.part_out + slot_rows(s, lp) * kHeadDimV;
-  PlanRef ref;
-  ref.worker_first = static_cast<int32_t>(plan.layout.worker_first);
-  ref.pieces = static_cast<int32_t>(plan.layout.pieces);
-  if (plan.cut_seqs > 0) {  // else the combine kernel does not run and reads nothing
-    ref.tail = static_cast<int32_t>(plan.layout.seq_first_slot);
-    ref.tail_words = static_cast<int32_t>(plan.layout.words - plan.layout.seq_first_slot);
-    ref.tail_dev = plan_dev + ref.tail;
-  }
-  const dim3 grid(static_cast<unsigned>(int64_t{workers} * p.groups));
-  if (plan.layout.words <= kSmallPlanWords) {
-    launch_persistent<kSmallPlanWords>(p, a.plan, plan.layout.words, ref, grid, stream_of(a));
+  const persistent::Layout l = layout(s, lp);
+  check_launch_args(kPersistentName, s, a, l.workspace_bytes());
+  const persistent::Launch x = persistent::prepare(kPersistentName, s, lp.kv_tile, l, a);
+  Params p = make_params(s, a, x.part_out);
+  p.part_lse = x.part_lse;
+  if (x.plan.layout.words <= persistent::kSmallPlanWords) {
+    launch_persistent<persistent::kSmallPlanWords>(p, a, x);
   } else {
-    launch_persistent<kLargePlanWords>(p, a.plan, plan.layout.words, ref, grid, stream_of(a));
+    launch_persistent<persistent::kLargePlanWords>(p, a, x);
   }
-  if (plan.cut_seqs > 0) {
-    launch_plan_combine(s, plan.cut_seqs, plan_dev + plan.layout.cut_seqs,
-                        plan_dev + plan.layout.seq_first_slot, p.part_out, p.part_lse, a.out, p.lse,
-                        stream_of(a), "mma_fp8kv_persistent combine_kernel");
-  }
+  persistent::combine_cut(s, x, a.out, p.lse, stream_of(a), "mma_fp8kv_persistent combine_kernel");
 }
 
 }  // namespace

@@ -56,6 +56,9 @@
 // combine). No LSE output: even per k-step, a k-step's 32 products are summed with about 14 bits,
 // so at large scores (the gate's causal-trap rows) the LSE is off by up to 1.3e-3, over the 5e-4
 // tolerance, while the output stays within 0.3x of its own; can_implement refuses return_lse.
+// hip_wgmma_fp8kv_persistent_v1 runs the same workgroup code (attend_piece) over the pieces of a
+// host-side launch plan instead of a split grid (persistent_launch.h; section at the end).
+//
 // Deterministic: fixed reduction orders, no atomics. NVIDIA sm_90a only: the kernel body is
 // compiled out elsewhere and can_implement refuses (also at run time on other devices).
 //
@@ -73,11 +76,14 @@
 #include "mla_decode/hip/gpu_formats.h"
 #include "mla_decode/hip/hip_check.h"
 #include "mla_decode/hip/mma_common.h"
+#include "mla_decode/hip/persistent_launch.h"
 #include "mla_decode/hip/wgmma.h"
+#include "mla_decode/hip/wgmma_fp8kv.h"
 
 #if defined(MLATUNE_STANDALONE_CHECK)
 namespace mlatune::code_identity {
 inline constexpr std::string_view k_hip_wgmma_fp8kv_v1 = "standalone-check";
+inline constexpr std::string_view k_hip_wgmma_fp8kv_persistent_v1 = "standalone-check";
 }  // namespace mlatune::code_identity
 #else
 #include "mla_decode/code_identity.h"
@@ -302,10 +308,13 @@ __device__ __forceinline__ float lanes_g_sum(float v) {
   return v + mlatune_shfl_xor(v, 16);
 }
 
-#endif  // WGMMA_FP8_KERNEL
-
-__global__ void __launch_bounds__(kThreads, 2) wgmma_fp8kv_kernel(const Params p) {
-#if WGMMA_FP8_KERNEL
+// One workgroup's work: query rows [16 group, +16) of sequence b over keys [key_lo, key_hi)
+// (clamped to the sequence), written to out directly (slot < 0) or as the partial record of
+// `slot`. Leaves cp.async groups pending and shared memory in use: a caller that runs another
+// piece waits for both first.
+__device__ __forceinline__ void attend_piece(const Params& p, int32_t group, int32_t b,
+                                             int32_t key_lo, int32_t key_hi, int32_t slot) {
+  // Declared here, not passed in: a pointer parameter would lose the shared address space.
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* const smem = smem_raw + ((kAtom - (smem_u32(smem_raw) & (kAtom - 1))) & (kAtom - 1));
   float* const max_s = reinterpret_cast<float*>(smem + kStatOff);  // [4 warps][16]
@@ -322,15 +331,10 @@ __global__ void __launch_bounds__(kThreads, 2) wgmma_fp8kv_kernel(const Params p
   const int lane = tid % kWarpLanes;
   const int g = lane >> 2;
   const int t4 = lane & 3;
-  const int32_t group = static_cast<int32_t>(blockIdx.x % p.groups);
-  const int32_t split = static_cast<int32_t>(blockIdx.x / p.groups % p.splits);
-  const int32_t b = static_cast<int32_t>(blockIdx.x / p.groups / p.splits);
-
   int32_t len = p.kv_lens[b];
   len = len < 0 ? 0 : imin(len, p.max_len);
-  const int32_t chunk = (len + p.splits - 1) / p.splits;
-  const int32_t lo = imin(len, split * chunk);
-  const int32_t hi = imin(len, lo + chunk);
+  const int32_t lo = imin(len, key_lo);
+  const int32_t hi = imin(len, key_hi);
   const int32_t row0 = group * kRows;
   const int32_t last_token = (imin(p.rows, row0 + kRows) - 1) / p.heads;
   const int32_t end = imin(hi, len - p.qlen + last_token + 1);
@@ -565,8 +569,8 @@ __global__ void __launch_bounds__(kThreads, 2) wgmma_fp8kv_kernel(const Params p
   }
   __syncthreads();
 
-  const bool direct = p.splits == 1;
-  const int64_t part_row0 = (int64_t{b} * p.splits + split) * p.rows;
+  const bool direct = slot < 0;
+  const int64_t part_row0 = int64_t{slot} * p.rows;
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     const int32_t r = row0 + col[q];
@@ -599,9 +603,50 @@ __global__ void __launch_bounds__(kThreads, 2) wgmma_fp8kv_kernel(const Params p
       p.part_lse[part_row0 + r] = lsum > 0.0f ? (m[q] + log2f(lsum)) * kLn2 : kNegInf;
     }
   }
+}
+
+#endif  // WGMMA_FP8_KERNEL
+
+// A split grid: workgroup (b, split, group) in blockIdx.x order group-fastest; partial record
+// b * splits + split.
+__global__ void __launch_bounds__(kThreads, 2) wgmma_fp8kv_kernel(const Params p) {
+#if WGMMA_FP8_KERNEL
+  const int32_t group = static_cast<int32_t>(blockIdx.x % p.groups);
+  const int32_t split = static_cast<int32_t>(blockIdx.x / p.groups % p.splits);
+  const int32_t b = static_cast<int32_t>(blockIdx.x / p.groups / p.splits);
+  int32_t len = p.kv_lens[b];
+  len = len < 0 ? 0 : imin(len, p.max_len);
+  const int32_t chunk = (len + p.splits - 1) / p.splits;
+  attend_piece(p, group, b, split * chunk, split * chunk + chunk,
+               p.splits == 1 ? -1 : b * p.splits + split);
 #else
   (void)p;
   __builtin_trap();  // can_implement refuses every shape where this body is compiled out
+#endif
+}
+
+// Persistent: workgroup (worker, group) runs the worker's pieces of the launch plan in order
+// (persistent_launch.h); partials are laid out by the plan's slots. __grid_constant__: the plan
+// is indexed in place, never copied.
+template <int kWords>
+__global__ void __launch_bounds__(kThreads, 2) wgmma_fp8kv_persistent_kernel(
+    const Params p, const MLATUNE_GRID_CONSTANT persistent::PlanWords<kWords> plan,
+    const persistent::PlanRef ref) {
+#if WGMMA_FP8_KERNEL
+  persistent::publish_tail(plan, ref, kThreads);
+  const int32_t worker = static_cast<int32_t>(blockIdx.x / p.groups);
+  const int32_t group = static_cast<int32_t>(blockIdx.x % p.groups);
+  const int32_t* first = plan.w + ref.worker_first;
+  const int4* pieces = reinterpret_cast<const int4*>(plan.w + ref.pieces);
+  for (int32_t i = first[worker]; i < first[worker + 1]; ++i) {
+    const int4 piece = pieces[i];  // seq, key_begin, key_end, slot
+    attend_piece(p, group, piece.x, piece.y, piece.z, piece.w);
+    async_wait<0>();
+    __syncthreads();  // the next piece reuses the stages, Q, P and the row statistics
+  }
+#else
+  (void)p, (void)plan, (void)ref;
+  __builtin_trap();
 #endif
 }
 
@@ -636,14 +681,64 @@ std::string platform_refusal() {
 #endif
 }
 
+// What both variants refuse alike (after their own parameter space check).
+Support check_shape(const DecodeShape& s) {
+  if (auto err = validate(s)) return Support::no("invalid shape: " + *err);
+  if (s.kv_dtype != DType::kFP8E4M3FN) return Support::no("KV must be fp8_e4m3fn");
+  if (s.q_dtype != DType::kBF16 && s.q_dtype != DType::kFP8E4M3FN) {
+    return Support::no("q must be bf16 or fp8_e4m3fn");
+  }
+  if (s.return_lse) {
+    return Support::no(
+        "no LSE output: fp8 wgmma sums the products of a k-step with about 14 significant bits, "
+        "so the LSE of a large score misses the 5e-4 tolerance (it failed the gate on every "
+        "LSE bucket of its test); the output itself stays well inside its tolerance");
+  }
+  if (const std::string why = platform_refusal(); !why.empty()) return Support::no(why);
+  return Support::yes();
+}
+
+// The launch's kernel parameters, one split and no partials.
+Params make_params(const DecodeShape& s, const DecodeArgs& a) {
+  Params p{};
+  p.q = a.q;
+  p.kv = static_cast<const uint8_t*>(a.kv);
+  p.block_table = a.block_table;
+  p.kv_lens = a.kv_lens;
+  p.out = a.out;
+  p.heads = s.heads;
+  p.qlen = s.qlen;
+  p.rows = s.qlen * s.heads;
+  p.groups = (p.rows + kRows - 1) / kRows;
+  p.splits = 1;
+  p.page = gpu::FastDiv(static_cast<uint32_t>(s.page_size));
+  p.max_pages = s.max_pages_per_seq;
+  p.max_len = persistent::max_len_of(s);
+  p.q_dtype = s.q_dtype;
+  p.scale_log2 = static_cast<float>(static_cast<double>(s.sm_scale) * s.q_scale * s.kv_scale *
+                                    1.4426950408889634);
+  p.kv_scale = s.kv_scale;
+  return p;
+}
+
+void allow_smem(const void* kernel) {
+  MLATUNE_HIP_CHECK(hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(kSmemAlloc)));
+}
+
+constexpr std::string_view kDescription =
+    "16 query rows per workgroup of one warpgroup, S^T = K Q^T on fp8 wgmma from the raw KV tile "
+    "(q as two e4m3 terms), P V on f16 wgmma with V fragments converted in registers, fp32 "
+    "online softmax, cp.async double buffering, LSE-merge combine kernel; no LSE output; NVIDIA "
+    "sm_90a only";
+
 class WgmmaFp8KvVariant final : public Variant {
  public:
   std::string_view name() const override { return kName; }
   std::string_view description() const override {
-    return "GPU Hopper wgmma for fp8 (e4m3fn) KV: split-KV, 16 query rows per workgroup of one "
-           "warpgroup, S^T = K Q^T on fp8 wgmma from the raw KV tile (q as two e4m3 terms), P V "
-           "on f16 wgmma with V fragments converted in registers, fp32 online softmax, cp.async "
-           "double buffering, LSE-merge combine kernel; no LSE output; NVIDIA sm_90a only";
+    static const std::string d =
+        "GPU Hopper wgmma for fp8 (e4m3fn) KV: split-KV, " + std::string(kDescription);
+    return d;
   }
   Backend backend() const override { return Backend::kHip; }
   std::string_view code_identity() const override { return code_identity::k_hip_wgmma_fp8kv_v1; }
@@ -656,22 +751,10 @@ class WgmmaFp8KvVariant final : public Variant {
     return p;
   }
   Support can_implement(const DecodeShape& s, const LaunchParams& p) const override {
-    if (auto err = validate(s)) return Support::no("invalid shape: " + *err);
     if (!param_space().contains(p)) {
       return Support::no("launch params " + p.to_string() + " outside the parameter space");
     }
-    if (s.kv_dtype != DType::kFP8E4M3FN) return Support::no("KV must be fp8_e4m3fn");
-    if (s.q_dtype != DType::kBF16 && s.q_dtype != DType::kFP8E4M3FN) {
-      return Support::no("q must be bf16 or fp8_e4m3fn");
-    }
-    if (s.return_lse) {
-      return Support::no(
-          "no LSE output: fp8 wgmma sums the products of a k-step with about 14 significant bits, "
-          "so the LSE of a large score misses the 5e-4 tolerance (it failed the gate on every "
-          "LSE bucket of its test); the output itself stays well inside its tolerance");
-    }
-    if (const std::string why = platform_refusal(); !why.empty()) return Support::no(why);
-    return Support::yes();
+    return check_shape(s);
   }
   size_t workspace_bytes(const DecodeShape& s, const LaunchParams& p) const override {
     if (validate(s) || p.kv_splits <= 1) return 0;
@@ -686,34 +769,12 @@ void WgmmaFp8KvVariant::run(const DecodeShape& s, const LaunchParams& lp,
   if (!sup.ok) throw LaunchError(std::string(kName) + ": " + sup.reason);
   const size_t ws = workspace_bytes(s, lp);
   check_launch_args(kName, s, a, ws);
-
-  const int32_t rows = s.qlen * s.heads;
-  Params p{};
-  p.q = a.q;
-  p.kv = static_cast<const uint8_t*>(a.kv);
-  p.block_table = a.block_table;
-  p.kv_lens = a.kv_lens;
-  p.out = a.out;
+  Params p = make_params(s, a);
+  p.splits = lp.kv_splits;
   p.part_out = static_cast<float*>(a.workspace);
   p.part_lse = ws > 0 ? p.part_out + partial_rows(s, lp) * kHeadDimV : nullptr;
-  p.heads = s.heads;
-  p.qlen = s.qlen;
-  p.rows = rows;
-  p.groups = (rows + kRows - 1) / kRows;
-  p.splits = lp.kv_splits;
-  p.page = gpu::FastDiv(static_cast<uint32_t>(s.page_size));
-  p.max_pages = s.max_pages_per_seq;
-  p.max_len = static_cast<int32_t>(
-      std::min<int64_t>(int64_t{s.max_pages_per_seq} * s.page_size, kMaxKvLen));
-  p.q_dtype = s.q_dtype;
-  p.scale_log2 = static_cast<float>(static_cast<double>(s.sm_scale) * s.q_scale * s.kv_scale *
-                                    1.4426950408889634);
-  p.kv_scale = s.kv_scale;
-
   const int64_t blocks = int64_t{s.batch} * lp.kv_splits * p.groups;
-  MLATUNE_HIP_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(&wgmma_fp8kv_kernel),
-                                        hipFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(kSmemAlloc)));
+  allow_smem(reinterpret_cast<const void*>(&wgmma_fp8kv_kernel));
   wgmma_fp8kv_kernel<<<dim3(static_cast<unsigned>(blocks)), dim3(kThreads), kSmemAlloc,
                        stream_of(a)>>>(p);
   hip_check_launch("wgmma_fp8kv_kernel");
@@ -723,10 +784,107 @@ void WgmmaFp8KvVariant::run(const DecodeShape& s, const LaunchParams& lp,
   }
 }
 
+// ---- hip_wgmma_fp8kv_persistent_v1 --------------------------------------------------------------
+//
+// The same workgroup code over a host-side launch plan (persistent_launch.h), as
+// hip_mma_fp8kv_persistent_v1 runs hip_mma_fp8kv_v1's: W = max(1, 2 x SMs / row groups) plan
+// workers (two workgroups fit an SM), long sequences cut and short ones shared, the combine
+// kernel over the cut sequences only. For the buckets one split count cannot serve from their
+// midpoint to their top corner.
+
+constexpr std::string_view kPersistentName = "hip_wgmma_fp8kv_persistent_v1";
+
+class WgmmaFp8KvPersistentVariant final : public Variant {
+ public:
+  std::string_view name() const override { return kPersistentName; }
+  std::string_view description() const override {
+    static const std::string d =
+        "GPU Hopper wgmma for fp8 (e4m3fn) KV: persistent workgroups over a host-side plan (cut "
+        "and shared sequences), " +
+        std::string(kDescription);
+    return d;
+  }
+  Backend backend() const override { return Backend::kHip; }
+  std::string_view code_identity() const override {
+    return code_identity::k_hip_wgmma_fp8kv_persistent_v1;
+  }
+  ParamSpace param_space() const override {
+    ParamSpace p;
+    p.kv_tile = {kKeys};
+    p.block_rows = {kRows};
+    p.workers = {2};  // two workgroups fit an SM (__launch_bounds__, shared memory)
+    return p;
+  }
+  Support can_implement(const DecodeShape& s, const LaunchParams& p) const override {
+    if (!param_space().contains(p)) {
+      return Support::no("launch params " + p.to_string() + " outside the parameter space");
+    }
+    if (Support sup = check_shape(s); !sup.ok) return sup;
+    try {
+      return persistent::check_plan_room(s, layout(s, p));
+    } catch (const LaunchError& e) {  // no device to count SMs on
+      return Support::no(e.what());
+    }
+  }
+  size_t plan_words(const DecodeShape& s, const LaunchParams& p) const override {
+    if (!can_implement(s, p).ok) return 0;
+    return static_cast<size_t>(layout(s, p).max_words);
+  }
+  size_t plan(const DecodeShape& s, const LaunchParams& p, std::span<const int32_t> kv_lens,
+              std::span<int32_t> out) const override {
+    const Support sup = can_implement(s, p);
+    if (!sup.ok) throw LaunchError(std::string(kPersistentName) + ": " + sup.reason);
+    return persistent::write_plan(kPersistentName, s, p.kv_tile, layout(s, p), kv_lens, out);
+  }
+  size_t workspace_bytes(const DecodeShape& s, const LaunchParams& p) const override {
+    if (!can_implement(s, p).ok) return 0;
+    return layout(s, p).workspace_bytes();
+  }
+  void run(const DecodeShape& s, const LaunchParams& p, const DecodeArgs& a) const override;
+
+ private:
+  static persistent::Layout layout(const DecodeShape& s, const LaunchParams& p) {
+    return persistent::layout_of(s, p.workers, kRows);
+  }
+};
+
+template <int kWords>
+void launch_persistent(const Params& p, const DecodeArgs& a, const persistent::Launch& x) {
+  auto* kernel = &wgmma_fp8kv_persistent_kernel<kWords>;
+  allow_smem(reinterpret_cast<const void*>(kernel));
+  kernel<<<x.grid, dim3(kThreads), kSmemAlloc, stream_of(a)>>>(
+      p, persistent::plan_words_of<kWords>(a, x), x.ref);
+  hip_check_launch("wgmma_fp8kv_persistent_kernel");
+}
+
+void WgmmaFp8KvPersistentVariant::run(const DecodeShape& s, const LaunchParams& lp,
+                                      const DecodeArgs& a) const {
+  const Support sup = can_implement(s, lp);
+  if (!sup.ok) throw LaunchError(std::string(kPersistentName) + ": " + sup.reason);
+  const persistent::Layout l = layout(s, lp);
+  check_launch_args(kPersistentName, s, a, l.workspace_bytes());
+  const persistent::Launch x = persistent::prepare(kPersistentName, s, lp.kv_tile, l, a);
+  Params p = make_params(s, a);
+  p.part_out = x.part_out;
+  p.part_lse = x.part_lse;
+  if (x.plan.layout.words <= persistent::kSmallPlanWords) {
+    launch_persistent<persistent::kSmallPlanWords>(p, a, x);
+  } else {
+    launch_persistent<persistent::kLargePlanWords>(p, a, x);
+  }
+  persistent::combine_cut(s, x, a.out, nullptr, stream_of(a),
+                          "wgmma_fp8kv_persistent combine_kernel");
+}
+
 }  // namespace
 
 const Variant& hip_wgmma_fp8kv_variant() {
   static const WgmmaFp8KvVariant v;
+  return v;
+}
+
+const Variant& hip_wgmma_fp8kv_persistent_variant() {
+  static const WgmmaFp8KvPersistentVariant v;
   return v;
 }
 
