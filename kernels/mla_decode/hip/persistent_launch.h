@@ -14,6 +14,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -73,14 +74,23 @@ inline int32_t max_len_of(const DecodeShape& s) {
       std::min<int64_t>(int64_t{s.max_pages_per_seq} * s.page_size, kMaxKvLen));
 }
 
-// The current device's SM count: plan and run of one launch must see the same device. Throws
-// LaunchError without one.
+// The current device's SM count: plan and run of one launch must see the same device. Queried
+// once per device (a plan per decode step should not make an attribute query each time; the
+// current device is a thread-local read). Throws LaunchError without a device.
 inline int32_t sm_count() {
+  constexpr int kCachedDevices = 64;
+  static std::atomic<int32_t> cached[kCachedDevices] = {};  // 0: not queried yet
   int device = 0;
-  int sms = 0;
   MLATUNE_HIP_CHECK(hipGetDevice(&device));
+  const bool cacheable = device >= 0 && device < kCachedDevices;
+  if (cacheable) {
+    if (const int32_t n = cached[device].load(std::memory_order_relaxed); n > 0) return n;
+  }
+  int sms = 0;
   MLATUNE_HIP_CHECK(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
-  return std::max(sms, 1);
+  const int32_t n = std::max(sms, 1);
+  if (cacheable) cached[device].store(n, std::memory_order_relaxed);
+  return n;
 }
 
 // A launch's plan geometry (header comment).
