@@ -152,25 +152,34 @@ TEST(LookupAllocationTest, PlanningAPersistentWinnerAllocatesNothing) {
   expect_planning_allocates_nothing("host_persistent_v1", LaunchParams{1, 64, 0, 64});
 }
 
-// So is a GPU persistent winner's (hip_mma_fp8kv_persistent_v1, winner of fp8 buckets of the
-// shipped H200 database): in GPU builds on a device it runs on; skipped elsewhere.
+// So are the GPU persistent winners' (hip_mma_fp8kv_persistent_v1 wins fp8 buckets of the shipped
+// H200 database): in GPU builds on a device they run on; skipped elsewhere.
 TEST(LookupAllocationTest, PlanningAGpuPersistentWinnerAllocatesNothing) {
-  const Variant* v = builtin_registry().find("hip_mma_fp8kv_persistent_v1");
-  if (!v) GTEST_SKIP() << "a CPU-only build";
-  const LaunchParams params{1, 64, 16, 2};
-  DecodeShape s;
-  s.batch = 256;
-  s.qlen = 1;
-  s.heads = 16;
-  s.page_size = 64;
-  s.kv_dtype = DType::kFP8E4M3FN;
-  s.max_kv_len = 4096;
-  s.max_pages_per_seq = 64;
-  s.num_pages = 256 * 64;
-  s.sm_scale = 0.04f;
-  if (const Support sup = v->can_implement(s, params); !sup.ok) GTEST_SKIP() << sup.reason;
-  expect_planning_allocates_nothing(std::string(v->name()), params, DType::kFP8E4M3FN,
-                                    current_device_info(backend_name(v->backend())));
+  int ran = 0;
+  std::string why = "a CPU-only build";
+  for (const char* name : {"hip_mma_fp8kv_persistent_v1", "hip_wgmma_fp8kv_persistent_v1"}) {
+    const Variant* v = builtin_registry().find(name);
+    if (!v) continue;
+    const LaunchParams params{1, 64, 16, 2};
+    DecodeShape s;
+    s.batch = 256;
+    s.qlen = 1;
+    s.heads = 16;
+    s.page_size = 64;
+    s.kv_dtype = DType::kFP8E4M3FN;
+    s.max_kv_len = 4096;
+    s.max_pages_per_seq = 64;
+    s.num_pages = 256 * 64;
+    s.sm_scale = 0.04f;
+    if (const Support sup = v->can_implement(s, params); !sup.ok) {
+      why = name + std::string(": ") + sup.reason;
+      continue;
+    }
+    expect_planning_allocates_nothing(name, params, DType::kFP8E4M3FN,
+                                      current_device_info(backend_name(v->backend())));
+    ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << why;
 }
 
 }  // namespace
