@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <optional>
@@ -86,8 +87,7 @@ TEST(LookupAllocationTest, HitsMissesAndRefusalsAllocateNothing) {
 // with `variant` (at `params`) as the winner, into a plan object sized once, and refusals too.
 // A GPU variant needs `kv` and `device` of its kind.
 void expect_planning_allocates_nothing(const std::string& variant,
-                                       std::optional<LaunchParams> params,
-                                       DType kv = DType::kBF16,
+                                       std::optional<LaunchParams> params, DType kv = DType::kBF16,
                                        std::optional<DeviceInfo> device = std::nullopt) {
   SCOPED_TRACE(variant);
   std::string path = temp_path();
@@ -152,32 +152,43 @@ TEST(LookupAllocationTest, PlanningAPersistentWinnerAllocatesNothing) {
   expect_planning_allocates_nothing("host_persistent_v1", LaunchParams{1, 64, 0, 64});
 }
 
-// So are the GPU persistent winners' (hip_mma_fp8kv_persistent_v1 wins fp8 buckets of the shipped
-// H200 database): in GPU builds on a device they run on; skipped elsewhere.
-TEST(LookupAllocationTest, PlanningAGpuPersistentWinnerAllocatesNothing) {
+// So are every GPU variant's, persistent or split (all of them can be winners of a shipped
+// database; can_implement, which planning calls, once built a parameter space per call): in GPU
+// builds on a device they run on, each with the first launch parameters of its space that can run
+// a batch-256 call of its KV dtype; skipped elsewhere.
+TEST(LookupAllocationTest, PlanningAnyGpuWinnerAllocatesNothing) {
   int ran = 0;
   std::string why = "a CPU-only build";
-  for (const char* name : {"hip_mma_fp8kv_persistent_v1", "hip_wgmma_fp8kv_persistent_v1"}) {
-    const Variant* v = builtin_registry().find(name);
-    if (!v) continue;
-    const LaunchParams params{1, 64, 16, 2};
-    DecodeShape s;
-    s.batch = 256;
-    s.qlen = 1;
-    s.heads = 16;
-    s.page_size = 64;
-    s.kv_dtype = DType::kFP8E4M3FN;
-    s.max_kv_len = 4096;
-    s.max_pages_per_seq = 64;
-    s.num_pages = 256 * 64;
-    s.sm_scale = 0.04f;
-    if (const Support sup = v->can_implement(s, params); !sup.ok) {
-      why = name + std::string(": ") + sup.reason;
-      continue;
+  const Registry registry = builtin_registry();
+  for (const Variant* v : registry.all()) {
+    if (v->backend() != Backend::kHip) continue;
+    for (const DType kv : {DType::kBF16, DType::kFP8E4M3FN}) {
+      DecodeShape s;
+      s.batch = 256;
+      s.qlen = 1;
+      s.heads = 16;
+      s.page_size = 64;
+      s.kv_dtype = kv;
+      s.max_kv_len = 4096;
+      s.max_pages_per_seq = 64;
+      s.num_pages = 256 * 64;
+      s.sm_scale = 0.04f;
+      std::optional<LaunchParams> runnable;
+      for (const LaunchParams& p : v->param_space().enumerate()) {
+        const Support sup = v->can_implement(s, p);
+        if (sup.ok) {
+          runnable = p;
+          break;
+        }
+        why = std::string(v->name()) + ": " + sup.reason;
+      }
+      if (!runnable) continue;
+      std::printf("[ planned  ] %s %s %s\n", std::string(v->name()).c_str(),
+                  runnable->to_string().c_str(), std::string(dtype_name(kv)).c_str());
+      expect_planning_allocates_nothing(std::string(v->name()), runnable, kv,
+                                        current_device_info(backend_name(v->backend())));
+      ++ran;
     }
-    expect_planning_allocates_nothing(name, params, DType::kFP8E4M3FN,
-                                      current_device_info(backend_name(v->backend())));
-    ++ran;
   }
   if (ran == 0) GTEST_SKIP() << why;
 }

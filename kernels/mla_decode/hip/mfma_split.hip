@@ -334,17 +334,22 @@ class MfmaSplitVariant final : public Variant {
   }
   Backend backend() const override { return Backend::kHip; }
   std::string_view code_identity() const override { return code_identity::k_hip_mfma_split_v1; }
-  ParamSpace param_space() const override {
-    ParamSpace p;
-    p.kv_splits = {1, 2, 4, 8, 16, 32, 64};
-    p.kv_tile = {kTile};
-    p.block_rows = {kRows};
-    return p;
+  ParamSpace param_space() const override { return space(); }
+  // Built once: can_implement is on the runtime's plan path, which must not allocate.
+  static const ParamSpace& space() {
+    static const ParamSpace s = [] {
+      ParamSpace p;
+      p.kv_splits = {1, 2, 4, 8, 16, 32, 64};
+      p.kv_tile = {kTile};
+      p.block_rows = {kRows};
+      return p;
+    }();
+    return s;
   }
   Support can_implement(const DecodeShape& s, const LaunchParams& p) const override {
     if constexpr (!MLATUNE_GPU_AMD) return Support::no("AMD only (MFMA)");
     if (auto err = validate(s)) return Support::no("invalid shape: " + *err);
-    if (!param_space().contains(p)) {
+    if (!space().contains(p)) {
       return Support::no("launch params " + p.to_string() + " outside the parameter space");
     }
     static const bool has_mfma = device_has_mfma();

@@ -670,16 +670,21 @@ class MmaFp8KvVariant final : public Variant {
   }
   Backend backend() const override { return Backend::kHip; }
   std::string_view code_identity() const override { return code_identity::k_hip_mma_fp8kv_v1; }
-  ParamSpace param_space() const override {
-    ParamSpace p;
-    p.kv_splits = {1, 2, 4, 8, 16, 32, 64};
-    p.kv_tile = {32, 64};
-    p.block_rows = {16};
-    p.workers = {0};
-    return p;
+  ParamSpace param_space() const override { return space(); }
+  // Built once: can_implement is on the runtime's plan path, which must not allocate.
+  static const ParamSpace& space() {
+    static const ParamSpace s = [] {
+      ParamSpace p;
+      p.kv_splits = {1, 2, 4, 8, 16, 32, 64};
+      p.kv_tile = {32, 64};
+      p.block_rows = {16};
+      p.workers = {0};
+      return p;
+    }();
+    return s;
   }
   Support can_implement(const DecodeShape& s, const LaunchParams& p) const override {
-    if (!param_space().contains(p)) {
+    if (!space().contains(p)) {
       return Support::no("launch params " + p.to_string() + " outside the parameter space");
     }
     return check_shape(s);
@@ -739,15 +744,20 @@ class MmaFp8KvPersistentVariant final : public Variant {
   std::string_view code_identity() const override {
     return code_identity::k_hip_mma_fp8kv_persistent_v1;
   }
-  ParamSpace param_space() const override {
-    ParamSpace p;
-    p.kv_tile = {64};
-    p.block_rows = {16};
-    p.workers = {2};  // two workgroups fit an SM (__launch_bounds__, shared memory)
-    return p;
+  ParamSpace param_space() const override { return space(); }
+  // Built once: can_implement is on the runtime's plan path, which must not allocate.
+  static const ParamSpace& space() {
+    static const ParamSpace s = [] {
+      ParamSpace p;
+      p.kv_tile = {64};
+      p.block_rows = {16};
+      p.workers = {2};  // two workgroups fit an SM (__launch_bounds__, shared memory)
+      return p;
+    }();
+    return s;
   }
   Support can_implement(const DecodeShape& s, const LaunchParams& p) const override {
-    if (!param_space().contains(p)) {
+    if (!space().contains(p)) {
       return Support::no("launch params " + p.to_string() + " outside the parameter space");
     }
     if (Support sup = check_shape(s); !sup.ok) return sup;

@@ -792,17 +792,22 @@ class MmaSplitVariant final : public Variant {
   }
   Backend backend() const override { return Backend::kHip; }
   std::string_view code_identity() const override { return code_identity::k_hip_mma_split_v1; }
-  ParamSpace param_space() const override {
-    ParamSpace p;
-    p.kv_splits = {1, 2, 4, 8, 16, 32, 64};
-    p.kv_tile = {32, 64};
-    p.block_rows = {16, 32, 64};
-    p.workers = {0};
-    return p;
+  ParamSpace param_space() const override { return space(); }
+  // Built once: can_implement is on the runtime's plan path, which must not allocate.
+  static const ParamSpace& space() {
+    static const ParamSpace s = [] {
+      ParamSpace p;
+      p.kv_splits = {1, 2, 4, 8, 16, 32, 64};
+      p.kv_tile = {32, 64};
+      p.block_rows = {16, 32, 64};
+      p.workers = {0};
+      return p;
+    }();
+    return s;
   }
   Support can_implement(const DecodeShape& s, const LaunchParams& p) const override {
     if (auto err = validate(s)) return Support::no("invalid shape: " + *err);
-    if (!param_space().contains(p)) {
+    if (!space().contains(p)) {
       return Support::no("launch params " + p.to_string() + " outside the parameter space");
     }
     if (p.block_rows % 16 != 0) return Support::no("block_rows must be a multiple of 16");

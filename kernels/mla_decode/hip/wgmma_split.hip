@@ -493,17 +493,22 @@ class WgmmaSplitVariant final : public Variant {
   }
   Backend backend() const override { return Backend::kHip; }
   std::string_view code_identity() const override { return code_identity::k_hip_wgmma_split_v1; }
-  ParamSpace param_space() const override {
-    ParamSpace p;
-    p.kv_splits = {1, 2, 4, 8, 16, 32, 64};
-    p.kv_tile = {kKeys};
-    p.block_rows = {kRows};
-    p.workers = {0};
-    return p;
+  ParamSpace param_space() const override { return space(); }
+  // Built once: can_implement is on the runtime's plan path, which must not allocate.
+  static const ParamSpace& space() {
+    static const ParamSpace s = [] {
+      ParamSpace p;
+      p.kv_splits = {1, 2, 4, 8, 16, 32, 64};
+      p.kv_tile = {kKeys};
+      p.block_rows = {kRows};
+      p.workers = {0};
+      return p;
+    }();
+    return s;
   }
   Support can_implement(const DecodeShape& s, const LaunchParams& p) const override {
     if (auto err = validate(s)) return Support::no("invalid shape: " + *err);
-    if (!param_space().contains(p)) {
+    if (!space().contains(p)) {
       return Support::no("launch params " + p.to_string() + " outside the parameter space");
     }
     if (s.kv_dtype != DType::kBF16) return Support::no("KV must be bf16");
