@@ -111,7 +111,6 @@ TEST(MmaFp8KvPersistentTest, RunsOnlyItsOwnWellFormedPlan) {
 
 TEST(MmaFp8KvPersistentTest, DeclaresItsSpace) {
   const Problem p = small_problem({700, 33, 2000});
-  EXPECT_TRUE(variant().can_implement(p.shape, kParams).ok);
   EXPECT_FALSE(variant().can_implement(p.shape, {2, 64, 16, 2}).ok);  // the plan cuts, not splits
   EXPECT_FALSE(variant().can_implement(p.shape, {1, 32, 16, 2}).ok);
   EXPECT_FALSE(variant().can_implement(p.shape, {1, 64, 16, 1}).ok);
@@ -119,6 +118,15 @@ TEST(MmaFp8KvPersistentTest, DeclaresItsSpace) {
   bf16.kv_dtype = DType::kBF16;
   EXPECT_FALSE(variant().can_implement(bf16, kParams).ok);
   EXPECT_EQ(variant().plan_words(bf16, kParams), 0u);
+}
+
+// Its plan's worker count is the device's SM count: without a device it refuses everything.
+TEST(MmaFp8KvPersistentTest, ImplementsItsShapesOnAGpu) {
+  MLATUNE_REQUIRE_GPU(m);
+  (void)m;
+  const Problem p = small_problem({700, 33, 2000});
+  EXPECT_TRUE(variant().can_implement(p.shape, kParams).ok);
+  EXPECT_GT(variant().plan_words(p.shape, kParams), 0u);
 }
 
 }  // namespace

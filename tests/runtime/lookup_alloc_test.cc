@@ -183,10 +183,16 @@ TEST(LookupAllocationTest, PlanningAnyGpuWinnerAllocatesNothing) {
         why = std::string(v->name()) + ": " + sup.reason;
       }
       if (!runnable) continue;
+      std::optional<DeviceInfo> device;
+      try {
+        device = current_device_info(backend_name(v->backend()));
+      } catch (const LaunchError& e) {  // a GPU build on a machine without a usable GPU
+        why = e.what();
+        continue;
+      }
       std::printf("[ planned  ] %s %s %s\n", std::string(v->name()).c_str(),
                   runnable->to_string().c_str(), std::string(dtype_name(kv)).c_str());
-      expect_planning_allocates_nothing(std::string(v->name()), runnable, kv,
-                                        current_device_info(backend_name(v->backend())));
+      expect_planning_allocates_nothing(std::string(v->name()), runnable, kv, *device);
       ++ran;
     }
   }
