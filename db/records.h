@@ -53,6 +53,9 @@ struct TrialRecord {
   std::optional<double> time_median_us, time_spread_us;
   std::optional<int32_t> time_samples;
   std::string timing_method;
+  // The median at each timing point (midpoint first), when timed at several: what the tuner
+  // picks its winner by. Not stored (timing_method lists them); empty for a trial read back.
+  std::vector<double> point_medians_us;
 };
 
 struct Provenance {

@@ -63,7 +63,7 @@ struct TimingSettings {
   int32_t samples = 15;            // timed samples (median and interquartile range reported)
   bool cold_cache = true;          // flush caches before every sample
   int64_t flush_bytes = 64 << 20;  // bytes written to evict caches (host: larger than the LLC)
-  double tie_fraction = 0.03;      // medians within this fraction tie; the simpler candidate wins
+  double tie_fraction = 0.03;  // slowdowns within this fraction tie (pick_winner): the simpler wins
   double candidate_timeout_s = 30.0;  // a single run slower than this is recorded as timed_out
   // Pruning (0: off, every candidate is validated). Otherwise every supported candidate is first
   // timed with prune_samples samples; candidates are validated fastest first, and those slower
@@ -71,9 +71,9 @@ struct TimingSettings {
   double prune_factor = 0;
   int32_t prune_samples = 3;
   // Time passed candidates also at the bucket's largest point (batch_hi, kv_hi), not only at its
-  // midpoint; a trial's time is then the geometric mean of the two medians, so that the winner
-  // is the launch shape that is best across the bucket rather than at its centre (pre-timing uses
-  // the midpoint only).
+  // midpoint; the winner is then the candidate least slower than the fastest at its worse point
+  // (pick_winner), so that it serves the whole bucket rather than its centre, and a trial's
+  // recorded time is the geometric mean of the two medians (pre-timing uses the midpoint only).
   bool top_corner = false;
 };
 

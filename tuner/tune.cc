@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include "mla_decode/host/thread_pool.h"
 #include "mla_decode/memory.h"
@@ -52,9 +53,9 @@ int64_t inputs_bytes(const std::vector<ValidationCase>& cases) {
   return sum;
 }
 
-std::string format_us(double us) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f us", us);
+std::string format_us(double us, int decimals = 1) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f us", decimals, us);
   return buf;
 }
 
@@ -98,30 +99,48 @@ std::vector<Candidate> enumerate_candidates(const TuneConfig& config, const Regi
 
 std::optional<size_t> pick_winner(const std::vector<TrialRecord>& trials,
                                   const std::vector<Candidate>& candidates, double tie_fraction) {
-  std::optional<double> best;
-  for (const TrialRecord& t : trials) {
-    if (t.disposition == Disposition::kPassed && t.time_median_us) {
-      best = std::min(best.value_or(*t.time_median_us), *t.time_median_us);
-    }
-  }
-  if (!best) return std::nullopt;
-  std::optional<size_t> winner;
+  // The timed trials' medians, one per timing point; a trial timed at one point (or read back
+  // from a database, where only the combined median is kept) has its recorded median alone.
+  std::vector<size_t> timed;
+  std::vector<std::vector<double>> points;
   for (size_t i = 0; i < trials.size(); ++i) {
     const TrialRecord& t = trials[i];
     if (t.disposition != Disposition::kPassed || !t.time_median_us) continue;
-    if (*t.time_median_us > *best * (1.0 + tie_fraction)) continue;
-    if (!winner) {
-      winner = i;
-      continue;
-    }
-    const Candidate& a = candidates[i];
-    const Candidate& b = candidates[*winner];
-    auto rank = [](const Candidate& c) {
-      return std::pair(c.variant->complexity(c.params), c.variant->name());
-    };
-    if (rank(a) < rank(b)) winner = i;
+    timed.push_back(i);
+    points.push_back(t.point_medians_us.empty() ? std::vector<double>{*t.time_median_us}
+                                                : t.point_medians_us);
   }
-  return winner;
+  if (timed.empty()) return std::nullopt;
+  // Trials timed at different numbers of points (not made by one tune) compare by their
+  // recorded medians only.
+  for (size_t k = 0; k < timed.size(); ++k) {
+    if (points[k].size() != points[0].size()) {
+      for (size_t j = 0; j < timed.size(); ++j) points[j] = {*trials[timed[j]].time_median_us};
+      break;
+    }
+  }
+  std::vector<double> fastest = points[0];
+  for (const std::vector<double>& p : points) {
+    for (size_t x = 0; x < p.size(); ++x) fastest[x] = std::min(fastest[x], p[x]);
+  }
+  // A trial's slowdown: how many times the fastest median it takes at its worst point.
+  std::vector<double> slowdown(timed.size(), 0.0);
+  for (size_t k = 0; k < timed.size(); ++k) {
+    for (size_t x = 0; x < fastest.size(); ++x) {
+      slowdown[k] = std::max(slowdown[k], points[k][x] / fastest[x]);
+    }
+  }
+  const double least = *std::min_element(slowdown.begin(), slowdown.end());
+  auto rank = [&](size_t k) {
+    const Candidate& c = candidates[timed[k]];
+    return std::tuple(c.variant->complexity(c.params), slowdown[k], c.variant->name());
+  };
+  std::optional<size_t> winner;
+  for (size_t k = 0; k < timed.size(); ++k) {
+    if (slowdown[k] > least * (1.0 + tie_fraction)) continue;
+    if (!winner || rank(k) < rank(*winner)) winner = k;
+  }
+  return timed[*winner];
 }
 
 Provenance make_provenance(const TuneConfig& config, const Registry& registry) {
@@ -224,16 +243,19 @@ void time_passed(const Candidate& c, const std::vector<const PreparedCase*>& inp
                  TrialRecord& t) {
   try {
     double log_sum = 0, worst_rel_spread = 0;
+    t.point_medians_us.clear();
     int32_t samples = 0;
     std::string method, points;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const TimingResult r =
           time_candidate(*c.variant, c.params, *inputs[i], cases[i].label, settings);
       log_sum += std::log(r.median_us);
+      t.point_medians_us.push_back(r.median_us);
       worst_rel_spread = std::max(worst_rel_spread, r.iqr_us / r.median_us);
       samples += r.samples;
       if (i == 0) method = r.method;
-      points += (i ? ", " : "") + cases[i].label + ": " + format_us(r.median_us);
+      // Three decimals: enough to replay pick_winner from the record (shipped_db_winners_test).
+      points += (i ? ", " : "") + cases[i].label + ": " + format_us(r.median_us, 3);
     }
     const double median = std::exp(log_sum / static_cast<double>(inputs.size()));
     t.time_median_us = median;

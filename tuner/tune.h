@@ -30,9 +30,12 @@ struct Candidate {
 // declared ParamSpace.
 std::vector<Candidate> enumerate_candidates(const TuneConfig& config, const Registry& registry);
 
-// The index of the winner among passed, timed trials: the fastest median, where medians within
-// tie_fraction of the fastest tie and the simplest candidate (Variant::complexity, then name)
-// wins. nullopt if none passed.
+// The index of the winner among passed, timed trials: the trial least slower than the fastest at
+// its worst timing point (TrialRecord::point_medians_us; its slowdown is the largest ratio of its
+// median to the fastest median at a point), so that a bucket's winner serves all of it. Slowdowns
+// within tie_fraction of the least tie, and the simplest candidate (Variant::complexity, then the
+// smaller slowdown, then name) wins. With one point this is the fastest median. nullopt if none
+// passed.
 std::optional<size_t> pick_winner(const std::vector<TrialRecord>& trials,
                                   const std::vector<Candidate>& candidates, double tie_fraction);
 

@@ -43,9 +43,13 @@ void add_explain_command(CLI::App& app, int& exit_code) {
           verdict = "WINNER";
         } else if (t.disposition == Disposition::kPassed && w && t.time_median_us) {
           double slower = (*t.time_median_us / *w->time_median_us - 1.0) * 100.0;
-          char buf[96];
-          std::snprintf(buf, sizeof buf, "lost: %+.1f%% vs winner%s", slower,
-                        slower <= 0 ? " (within tie margin; simpler candidate preferred)" : "");
+          char buf[160];
+          // Several timing points: the winner is picked by the worst point's slowdown, not by
+          // this combined median (pick_winner), so a loser's median can be the smaller one.
+          std::snprintf(buf, sizeof buf, "lost: median %+.1f%% vs winner%s", slower,
+                        slower <= 0 ? " (tied with a simpler winner, or slower at one of its "
+                                      "timing points: see time)"
+                                    : "");
           verdict = buf;
         } else {
           verdict = "rejected: " + std::string(disposition_name(t.disposition));
