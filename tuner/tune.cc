@@ -113,11 +113,9 @@ std::optional<size_t> pick_winner(const std::vector<TrialRecord>& trials,
   if (timed.empty()) return std::nullopt;
   // Trials timed at different numbers of points (not made by one tune) compare by their
   // recorded medians only.
-  for (size_t k = 0; k < timed.size(); ++k) {
-    if (points[k].size() != points[0].size()) {
-      for (size_t j = 0; j < timed.size(); ++j) points[j] = {*trials[timed[j]].time_median_us};
-      break;
-    }
+  if (std::any_of(points.begin(), points.end(),
+                  [&](const std::vector<double>& p) { return p.size() != points[0].size(); })) {
+    for (size_t k = 0; k < timed.size(); ++k) points[k] = {*trials[timed[k]].time_median_us};
   }
   std::vector<double> fastest = points[0];
   for (const std::vector<double>& p : points) {
@@ -254,7 +252,7 @@ void time_passed(const Candidate& c, const std::vector<const PreparedCase*>& inp
       worst_rel_spread = std::max(worst_rel_spread, r.iqr_us / r.median_us);
       samples += r.samples;
       if (i == 0) method = r.method;
-      // Three decimals: enough to replay pick_winner from the record (shipped_db_winners_test).
+      // Three decimals: enough to replay pick_winner from a database's record.
       points += (i ? ", " : "") + cases[i].label + ": " + format_us(r.median_us, 3);
     }
     const double median = std::exp(log_sum / static_cast<double>(inputs.size()));

@@ -15,7 +15,8 @@ namespace {
 
 using testing::ScriptedKernel;
 
-// Three variants whose names sort the opposite way to what should win in the cases below.
+// Three variants (names sort a < b < c: where the rule's pick differs from the first name, a
+// fallback to the name fails).
 struct Fixture {
   ScriptedKernel a{"a", 0, ScriptedKernel::Mode::kCorrect};
   ScriptedKernel b{"b", 0, ScriptedKernel::Mode::kCorrect};
