@@ -12,6 +12,7 @@
 # and the failures listed). Runs nothing on a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh test checks
 
 nvcc=/usr/local/cuda/bin/nvcc
 clang=clang++-19
@@ -33,7 +34,7 @@ fi
 
 echo "== GPU compile check 2/2: device code for gfx942 ($clang)"
 command -v "$clang" >/dev/null || {
-  echo "$clang not found: run scripts/install-deps.sh (clang-19, libamdhip64-dev)" >&2
+  echo "$clang not found: run scripts/install-deps.sh checks" >&2
   exit 1
 }
 mapfile -t sources < <(find kernels -name '*.hip' | sort)

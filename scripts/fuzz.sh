@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
 targets=${FUZZ_TARGETS:-"launch_plan config db_open snapshot"}
 build=${MLATUNE_FUZZ_BUILD_DIR:-build-fuzz}
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh build checks
 CC=clang-19 CXX=clang++-19 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMLATUNE_FUZZ=ON -DMLATUNE_BUILD_TESTS=OFF -DMLATUNE_BUILD_BENCH=OFF >/dev/null
 names=()

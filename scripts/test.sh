@@ -3,6 +3,7 @@
 # cmake's configure step (e.g. -DMLATUNE_SANITIZE=address with MLATUNE_BUILD_DIR=build-asan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
-bash scripts/build.sh "$@"
+bash scripts/install-deps.sh test
+# Tests and benchmarks on (the main job may have configured the same build folder without them).
+bash scripts/build.sh -DMLATUNE_BUILD_TESTS=ON -DMLATUNE_BUILD_BENCH=ON "$@"
 ctest --test-dir "${MLATUNE_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"

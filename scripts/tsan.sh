@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${MLATUNE_TSAN_BUILD_DIR:-build-tsan}
 tests=(live_update_test runtime_plan_test runtime_lookup_test host_variants_test)
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh test
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMLATUNE_SANITIZE=thread \
   -DMLATUNE_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" --target "${tests[@]}"
