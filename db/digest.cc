@@ -1,18 +1,23 @@
-// Canonical text hashed by compute_winners_digest (SHA-256, UTF-8 bytes as stored):
+// Canonical text hashed by compute_winners_digest (SHA-256 over its bytes):
 //
-//   line 1: the provenance row's tool_version, backend, arch, device_name, compute_units,
-//           driver_version, runtime_version, kernel_build_id, config_name, config_hash
-//           (every column except id, created_at and winners_digest itself)
-//   then one line per bucket, ordered by (heads, qlen, q_dtype, kv_dtype, page_size, lse,
-//           batch_lo, batch_hi, kv_lo, kv_hi): heads, qlen, q_dtype, kv_dtype, page_size, lse,
-//           batch_lo, batch_hi, kv_lo, kv_hi, status; and, when the bucket has a winner, the
-//           winning trial's variant, kv_splits, kv_tile, block_rows, workers, disposition,
-//           max_abs_err, max_rel_err, min_cosine, max_lse_err, time_median_us and the variant's
-//           code_identity from the variants table.
+//   "mlatune winners digest 2\n", then
+//   P + the provenance row's tool_version, backend, arch, device_name, compute_units,
+//       driver_version, runtime_version, kernel_build_id, config_name, config_hash
+//       (every column except id, created_at, config_text - bound by config_hash, which open
+//       checks - and winners_digest itself);
+//   then one record per bucket, ordered by (heads, qlen, q_dtype, kv_dtype, page_size, lse,
+//       batch_lo, batch_hi, kv_lo, kv_hi): B (no winner) or W (a winner) + heads, qlen, q_dtype,
+//       kv_dtype, page_size, lse, batch_lo, batch_hi, kv_lo, kv_hi, status; after W, the winning
+//       trial's variant, kv_splits, kv_tile, block_rows, workers, disposition, max_abs_err,
+//       max_rel_err, min_cosine, max_lse_err, time_median_us and the variant's code_identity from
+//       the variants table.
 //
-// Fields are joined by '\x1f' (unit separator), lines by '\n' (no trailing newline). Integers are
-// written in decimal, reals as printf "%.17g" would (via std::to_chars, so the text does not
-// depend on the process's locale), text verbatim, NULL as "null". Bucket ids, completion times,
+// Every field says its own type and length, so the text is unambiguous whatever a stored value
+// holds: NULL is "n;", an integer "i" + decimal + ";", a real "r" + its shortest round-trip form
+// (std::to_chars, independent of the locale) + ";", a text "t" + its byte length in decimal + ":"
+// + its bytes as stored. A record tag fixes its number of fields, and none of ';' and ':' can
+// occur inside a number: no sequence of records encodes to the text of another (a field that
+// holds a copy of a deleted bucket's record changes the digest). Bucket ids, completion times,
 // losing trials and descriptions are excluded: they do not decide which kernel runs.
 #include "db/digest.h"
 
@@ -26,38 +31,43 @@ namespace mlatune {
 
 namespace {
 
-constexpr char kFieldSep = '\x1f';
-
 void append_column(const Statement& st, int col, std::string& out) {
+  char buf[64];
   switch (st.column_type(col)) {
     case SQLITE_NULL:
-      out += "null";
+      out += "n;";
       return;
     case SQLITE_INTEGER: {
-      char buf[24];
       auto r = std::to_chars(buf, buf + sizeof buf, st.column_int(col));
+      out += 'i';
       out.append(buf, r.ptr);
+      out += ';';
       return;
     }
     case SQLITE_FLOAT: {
-      char buf[64];
-      auto r = std::to_chars(buf, buf + sizeof buf, st.column_double(col),
-                             std::chars_format::general, 17);
+      auto r = std::to_chars(buf, buf + sizeof buf, st.column_double(col));
+      out += 'r';
       out.append(buf, r.ptr);
+      out += ';';
       return;
     }
-    default:  // TEXT (and BLOB, which STRICT tables cannot hold in these columns)
-      out += st.column_text_view(col);
+    default: {  // TEXT (and BLOB, which STRICT tables cannot hold in these columns)
+      const std::string_view text = st.column_text_view(col);
+      auto r = std::to_chars(buf, buf + sizeof buf, text.size());
+      out += 't';
+      out.append(buf, r.ptr);
+      out += ':';
+      out += text;
       return;
+    }
   }
 }
 
-void append_row(const Statement& st, int columns, std::string& out) {
-  for (int c = 0; c < columns; ++c) {
-    if (c > 0) out += kFieldSep;
-    append_column(st, c, out);
-  }
+void append_row(const Statement& st, int first, int columns, std::string& out) {
+  for (int c = first; c < first + columns; ++c) append_column(st, c, out);
 }
+
+constexpr std::string_view kFormatLine = "mlatune winners digest 2\n";
 
 constexpr int kProvenanceColumns = 10;
 constexpr std::string_view kProvenanceSql =
@@ -85,8 +95,8 @@ const std::string_view kDigestRowsSql =
 std::string provenance_digest_line(const SqliteDb& db) {
   Statement st(db, kProvenanceSql);
   if (!st.step()) throw DbError(SQLITE_CORRUPT, db.path() + ": the provenance table is empty");
-  std::string line;
-  append_row(st, kProvenanceColumns, line);
+  std::string line = "P";
+  append_row(st, 0, kProvenanceColumns, line);
   if (st.step()) {
     throw DbError(SQLITE_CORRUPT, db.path() + ": the provenance table has more than one row");
   }
@@ -94,20 +104,17 @@ std::string provenance_digest_line(const SqliteDb& db) {
 }
 
 WinnersDigest::WinnersDigest(const SqliteDb& db) : line_(provenance_digest_line(db)) {
+  sha_.update(kFormatLine);
   sha_.update(line_);
 }
 
 void WinnersDigest::add(const Statement& row) {
-  line_.assign(1, '\n');
-  append_row(row, kBucketColumns, line_);
   // A winner row whose trial is missing still hashes as a winner (of nulls), so that deleting a
   // trial changes the digest just as deleting the winner does.
-  if (row.column_int(kBucketColumns) != 0) {
-    for (int c = 0; c < kWinnerColumns; ++c) {
-      line_ += kFieldSep;
-      append_column(row, kBucketColumns + 1 + c, line_);
-    }
-  }
+  const bool has_winner = row.column_int(kBucketColumns) != 0;
+  line_.assign(1, has_winner ? 'W' : 'B');
+  append_row(row, 0, kBucketColumns, line_);
+  if (has_winner) append_row(row, kBucketColumns + 1, kWinnerColumns, line_);
   sha_.update(line_);
 }
 

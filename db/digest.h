@@ -1,6 +1,7 @@
 // The winners digest: what "integrity" means for a dispatch database beyond SQLite's own checks.
 //
-// SHA-256 over a canonical text of the provenance (every column except the digest itself), every
+// SHA-256 over an unambiguous canonical encoding (db/digest.cc) of the provenance (every column
+// except the digest itself and the config text, which its hash stands for), every
 // bucket (key, ranges, status) and, for tuned buckets, the winning trial's variant, launch
 // parameters, disposition and evidence plus the variant's code identity, in a fixed order. The
 // tuner rewrites it in the transaction of every bucket; the runtime recomputes it at open and
@@ -19,8 +20,8 @@ namespace mlatune {
 // 64 lowercase hex digits. Throws DbError if the tables cannot be read.
 std::string compute_winners_digest(const SqliteDb& db);
 
-// The digest text's first line: the provenance row's hashed columns, canonically formatted. The
-// dispatch snapshot (db/snapshot.h) records its SHA-256, so that a reader that does not walk the
+// The digest text's provenance record: the provenance row's hashed columns, canonically encoded.
+// The dispatch snapshot (db/snapshot.h) records its SHA-256, so that a reader that does not walk the
 // buckets still checks the provenance. Throws DbError (no or several provenance rows).
 std::string provenance_digest_line(const SqliteDb& db);
 

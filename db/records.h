@@ -12,7 +12,9 @@
 
 namespace mlatune {
 
-inline constexpr int kSchemaVersion = 2;
+// 3: the winners digest's encoding became unambiguous (db/digest.cc); a version-2 file is refused
+// with its version named rather than as a digest mismatch.
+inline constexpr int kSchemaVersion = 3;
 
 // A shape bucket: the discrete key plus inclusive ranges of batch size and max KV length.
 struct BucketKey {

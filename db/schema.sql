@@ -1,4 +1,4 @@
--- mlatune dispatch database, schema version 2. The single source of truth: the build embeds this
+-- mlatune dispatch database, schema version 3. The single source of truth: the build embeds this
 -- file, the tuner executes it on a new database and sets PRAGMA user_version to the version above,
 -- and the runtime refuses any other user_version.
 --
@@ -94,7 +94,7 @@ CREATE INDEX trials_by_bucket ON trials (bucket_id);
 -- one row. Written from the rows above when a tune or a --resume completes and by
 -- `mlatune snapshot`; never by hand. It is bound to the winners digest it was made from and to the
 -- state of the file it was written in: after any other change the runtime reads the rows instead.
--- Optional: version-2 files written before it existed lack the table (their rows are read).
+-- Optional: a file without it (as the first version-2 files were) is read from its rows.
 CREATE TABLE dispatch_snapshot (
   id              INTEGER PRIMARY KEY CHECK (id = 1),
   -- Informative copy of the digest the snapshot was made from (for people and SQL); the runtime

@@ -19,6 +19,7 @@
 
 #include "common/sha256.h"
 #include "db/digest.h"
+#include "db/read_only_open.h"
 #include "db/records.h"
 #include "db/snapshot.h"
 #include "db/sqlite_util.h"
@@ -129,6 +130,9 @@ void check_file(const std::string& path) {
   if (S_ISDIR(st.st_mode)) {
     refuse(MLATUNE_STATUS_IO_ERROR, path, "is a directory, not a database file");
   }
+  if (S_ISFIFO(st.st_mode)) {
+    refuse(MLATUNE_STATUS_IO_ERROR, path, "is a FIFO (named pipe), not a regular file");
+  }
   if (!S_ISREG(st.st_mode)) {
     refuse(MLATUNE_STATUS_IO_ERROR, path, "is not a regular file (a pipe, socket or device)");
   }
@@ -141,40 +145,11 @@ void check_file(const std::string& path) {
   }
 }
 
-// SQLite URI for `path` with the immutable flag: no locks, no -shm or -wal files.
-std::string immutable_uri(const std::string& path) {
-  std::string uri = path.starts_with('/') ? "file://" : "file:";
-  for (char c : path) {
-    if (c == '%' || c == '?' || c == '#') {
-      char hex[4];
-      std::snprintf(hex, sizeof hex, "%%%02x", static_cast<unsigned char>(c));
-      uri += hex;
-    } else {
-      uri += c;
-    }
-  }
-  return uri + "?immutable=1";
-}
-
-// A read-only connection whose schema has been read. A database in WAL mode (as the tuner writes
-// it) needs its -shm file even to be read, so in a read-only directory a plain read-only open
-// fails; when no -wal file exists, every committed page is in the main file and it is read as
-// immutable instead.
+// A read-only connection whose schema has been read, creating nothing beside the file
+// (db/read_only_open.h: a WAL-mode file without its log is read as immutable, a stray -wal is
+// refused, ...).
 std::unique_ptr<SqliteDb> open_read_only(const std::string& path) {
-  constexpr int kFlags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX;
-  try {
-    auto db = std::make_unique<SqliteDb>(path, kFlags);
-    Statement(*db, "SELECT count(*) FROM sqlite_schema").step();
-    return db;
-  } catch (const DbError& e) {
-    const int primary = e.code() & 0xff;
-    struct stat wal;
-    const bool has_wal = ::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0;
-    if ((primary != SQLITE_READONLY && primary != SQLITE_CANTOPEN) || has_wal) throw;
-  }
-  auto db = std::make_unique<SqliteDb>(immutable_uri(path), kFlags | SQLITE_OPEN_URI);
-  Statement(*db, "SELECT count(*) FROM sqlite_schema").step();
-  return db;
+  return open_for_reading(path, SQLITE_OPEN_NOMUTEX);
 }
 
 // PRAGMA quick_check of the whole file (table empty) or of one table and its indexes.
@@ -226,7 +201,19 @@ void check_schema(SqliteDb& db, const std::string& path) {
 struct StoredProvenance {
   Provenance provenance;
   std::string winners_digest;
+  std::string config_text_sha256;  // of the stored config text, which config_hash claims
 };
+
+// The digest covers config_hash, not the config text (`mlatune verify` re-validates with the
+// text): checked after the digest, so that an edited hash is reported as the digest's mismatch.
+void check_config_text(const StoredProvenance& stored, const std::string& path) {
+  if (stored.config_text_sha256 != stored.provenance.config_hash) {
+    refuse(MLATUNE_STATUS_CORRUPT, path,
+           "the stored config text hashes to " + stored.config_text_sha256 +
+               ", but the provenance records config hash " + stored.provenance.config_hash +
+               " (the file was damaged or edited)");
+  }
+}
 
 // Winner rows of no bucket: the bucket pass (and so the digest) never sees them.
 void check_no_orphan_winners(const SqliteDb& db, const std::string& path) {
@@ -248,7 +235,7 @@ StoredProvenance read_provenance(const SqliteDb& db, const std::string& path) {
   Statement st(db,
                "SELECT tool_version, backend, arch, device_name, compute_units, driver_version, "
                "runtime_version, kernel_build_id, config_name, config_hash, created_at, "
-               "winners_digest FROM provenance");
+               "winners_digest, config_text FROM provenance");
   if (!st.step()) refuse(MLATUNE_STATUS_CORRUPT, path, "the provenance row vanished");
   StoredProvenance p;
   p.provenance.tool_version = st.column_text(0);
@@ -263,6 +250,7 @@ StoredProvenance read_provenance(const SqliteDb& db, const std::string& path) {
   p.provenance.config_hash = st.column_text(9);
   p.provenance.created_at = st.column_text(10);
   p.winners_digest = st.column_text(11);
+  p.config_text_sha256 = sha256_hex(st.column_text_view(12));
   return p;
 }
 
@@ -394,7 +382,8 @@ std::unique_ptr<WinnerTable> WinnerTable::open(const std::string& path,
       if (!rows.problem.empty()) refuse(MLATUNE_STATUS_CORRUPT, path, rows.problem);
       table->load(rows.snapshot, *registry, path);  // 5. and 6.
     }
-    table->build_index(path);  // 5. (overlapping buckets)
+    check_config_text(stored, path);  // 3.
+    table->build_index(path);         // 5. (overlapping buckets)
 
     const Provenance& p = stored.provenance;
     table->info_ = "file " + path + "; tool mlatune " + p.tool_version + "; tuned on " +

@@ -367,14 +367,15 @@ TEST_F(SnapshotBindingTest, AFreshSnapshotIsBoundToTheFileAndItsDigest) {
 }
 
 TEST_F(SnapshotBindingTest, AnyLaterWriteThroughSqliteUnbindsIt) {
-  const char* writes[] = {
+  const std::string same_version = "PRAGMA user_version = " + std::to_string(kSchemaVersion);
+  const std::string writes[] = {
       "UPDATE trials SET reason = 'x' WHERE disposition <> 'passed'",  // decides nothing
       "UPDATE buckets SET completed_at = 'later'",
-      "PRAGMA user_version = 2",  // the same value, written again
+      same_version,  // the same value, written again
       "VACUUM",
       "PRAGMA journal_mode = WAL; PRAGMA journal_mode = DELETE",
   };
-  for (const char* sql : writes) {
+  for (const std::string& sql : writes) {
     SCOPED_TRACE(sql);
     test_db::write_test_db(path_, spec_);
     ASSERT_EQ(unbound_reason(), "");

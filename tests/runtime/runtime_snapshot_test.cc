@@ -335,7 +335,7 @@ TEST_F(SnapshotOpenTest, TheDeviceIsCheckedOnThisPathToo) {
   EXPECT_THAT(t->info(), HasSubstr("FOREIGN DEVICE ACCEPTED"));
   // A schema version from elsewhere is refused before any snapshot is looked at.
   write_test_db(path_, standard_spec());
-  edit_db(path_, "PRAGMA user_version = 3", false);
+  edit_db(path_, "PRAGMA user_version = " + std::to_string(kSchemaVersion + 1), false);
   EXPECT_THAT(open_outcome(path_), HasSubstr("schema mismatch"));
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/sha256.h"
 #include "db/digest.h"
 #include "db/records.h"
 #include "db/schema_sql.h"
@@ -73,7 +74,7 @@ inline void write_test_db(const std::string& path, const TestDbSpec& spec) {
             "INSERT INTO provenance (id, tool_version, backend, arch, device_name, compute_units, "
             "driver_version, runtime_version, kernel_build_id, config_name, config_hash, "
             "config_text, created_at, winners_digest) VALUES (1, 'test', ?1, ?2, ?3, ?4, ?5, ?6, "
-            "?7, 'test-config', 'cafe', '', '2025-01-01T00:00:00Z', '')")
+            "?7, 'test-config', ?8, '', '2025-01-01T00:00:00Z', '')")
       .bind(1, dev.backend)
       .bind(2, dev.arch)
       .bind(3, dev.name)
@@ -81,6 +82,7 @@ inline void write_test_db(const std::string& path, const TestDbSpec& spec) {
       .bind(5, dev.driver_version)
       .bind(6, dev.runtime_version)
       .bind(7, kernel_build_id(registry))
+      .bind(8, sha256_hex(""))  // the hash of the (empty) config text, as open checks
       .run();
 
   Statement add_variant(db, "INSERT INTO variants VALUES (?1, ?2, ?3, ?4)");
