@@ -1,5 +1,5 @@
 // GPU decode throughput against the device's own copy bandwidth, measured in the same run
-// (design.md §5, issue 3's acceptance shapes).
+// (docs/design.md §5: the shapes of its GPU speed targets).
 //
 //   mlatune_bench_gpu_decode [--db=FILE] [--shape=TEXT] [--variant=NAME] [--params=TEXT]
 //                            [--list-sweep] [--also-dirty-l2]

@@ -1,8 +1,8 @@
 // Cost of the persistent-scheduling planner on the host, per decode step: batch 256 with random
 // lengths up to 128k keys, tiles of 64 keys, over 132 and 264 workers (one or two workgroups per
-// SM of an H200), written into a buffer sized once as the runtime's plan object is. Issue 4's
-// budget for a whole plan is 2 us. BM_WriteLaunchPlan is the allocation-free writer
-// (plan_writer.h) that planning uses; BM_PlanWorkEncode the same plan through plan_work and
+// SM of an H200), written into a buffer sized once as the runtime's plan object is. The runtime's
+// budget for a whole plan is 2 us (docs/design.md §7). BM_WriteLaunchPlan is the allocation-free
+// writer (plan_writer.h) that planning uses; BM_PlanWorkEncode the same plan through plan_work and
 // encode_plan (work_plan.h), which hip_mma_fp8kv_persistent_v1 still uses (plan_writer.h says why).
 #include <benchmark/benchmark.h>
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Packs an nvidia build (BUILD, default build-nvidia) for a GPU machine into BUNDLE (default
 # dev-bundle, git-ignored): the mlatune CLI, the GPU test binaries, libmlatune and the Debian
-# shared libraries they need (../shared/device/bundle-libs). TESTS (default: every GPU test)
-# names the test binaries to take.
+# shared libraries they need (gathered by the script BUNDLE_LIBS names, which is not part of this
+# repository and must be given). TESTS (default: every GPU test) names the test binaries to take.
 set -euo pipefail
+: "${BUNDLE_LIBS:?name the script that copies a build's Debian shared libraries into DIR/lib}"
 cd "$(dirname "$0")/../.."
 build=${BUILD:-build-nvidia}
 bundle=${BUNDLE:-dev-bundle}
@@ -18,6 +19,5 @@ for t in ${TESTS:-$all_tests}; do
 done
 # Symbols stripped: what travels to the device is limited (64 MiB with the working tree).
 strip "$bundle"/bin/* "$bundle"/tests/*
-bundle_libs=${BUNDLE_LIBS:-../shared/device/bundle-libs}
-LD_LIBRARY_PATH=$bundle/lib bash "$bundle_libs" "$bundle"
+LD_LIBRARY_PATH=$bundle/lib bash "$BUNDLE_LIBS" "$bundle"
 du -sh "$bundle"

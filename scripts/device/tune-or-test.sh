@@ -29,8 +29,8 @@ limit=${LIMIT:-585}
 start=$SECONDS
 VERIFY_LIMIT=0 bash scripts/device/tune-config.sh configs/deepseek-v3-tp8.yaml "$db" "$limit"
 rc=$?
-# Time left under LIMIT goes to the new winners' benchmark at batch 64 x KV 8192 (issue 3's
-# corner), in case the machine is gone before the next call.
+# Time left under LIMIT goes to the new winners' benchmark at batch 64 x KV 8192 (the corner of
+# the GPU speed target, docs/design.md §5), in case the machine is gone before the next call.
 left=$((limit - (SECONDS - start) - 5))
 if ((rc == 0 && left > 20)); then
   timeout --signal=KILL "$left" "$bundle/bin/mlatune_bench_gpu_decode" --db="$db" \

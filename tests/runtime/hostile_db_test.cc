@@ -1,4 +1,4 @@
-// The hostile-database corpus (issue 5; docs/reliability.md): damaged and doctored files, generated
+// The hostile-database corpus (docs/reliability.md): damaged and doctored files, generated
 // from one intact database, each opened through the C API. A case passes when the runtime refuses
 // it with a status allowed for its class, or - for byte-level damage only - opens it and answers
 // every probe exactly as the intact file does (the damage hit free space or a field that decides
