@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh test
 
 src=$PWD
 build_dir=$(realpath -m "${MLATUNE_INSTALL_BUILD_DIR:-build-install}")
