@@ -11,6 +11,7 @@
 #include <ctime>
 
 #include "db/digest.h"
+#include "db/read_only_open.h"
 #include "db/schema_sql.h"
 
 namespace mlatune {
@@ -121,9 +122,7 @@ std::unique_ptr<TuningDb> TuningDb::open_for_tuning(const std::string& path, Mod
                                                     const std::vector<VariantRecord>& variants) {
   struct stat st {};
   bool exists = ::stat(path.c_str(), &st) == 0;
-  if (exists && !S_ISREG(st.st_mode)) {
-    throw DbError(SQLITE_CANTOPEN, path + ": not a regular file");
-  }
+  if (exists) require_regular_file(path);  // names what it is: a directory, a FIFO, ...
   const bool empty = !exists || st.st_size == 0;
   if (mode == Mode::kCreate && !empty) {
     throw DbError(SQLITE_CANTOPEN, path +
@@ -133,6 +132,8 @@ std::unique_ptr<TuningDb> TuningDb::open_for_tuning(const std::string& path, Mod
   if (mode == Mode::kResume && !exists) {
     throw DbError(SQLITE_CANTOPEN, path + ": --resume needs an existing database (no such file)");
   }
+  // SQLite would copy the frames of a stray log into the file.
+  if (exists) refuse_stray_wal(path);
   int fd = lock_exclusively(path);
   std::unique_ptr<TuningDb> t;
   try {
@@ -161,11 +162,7 @@ std::unique_ptr<TuningDb> TuningDb::open_for_tuning(const std::string& path, Mod
 }
 
 std::unique_ptr<TuningDb> TuningDb::open_read_only(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    throw DbError(SQLITE_CANTOPEN, path + ": " + std::strerror(errno));
-  }
-  auto db = std::make_unique<SqliteDb>(path, SQLITE_OPEN_READONLY);
+  auto db = open_for_reading(path);  // creates nothing beside the file, refuses a stray -wal
   auto t = std::unique_ptr<TuningDb>(new TuningDb(std::move(db), -1));
   int v = t->db_->user_version();
   if (v != kSchemaVersion) {
@@ -320,8 +317,9 @@ std::unique_ptr<TuningDb> TuningDb::open_for_snapshot(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) {
     throw DbError(SQLITE_CANTOPEN, path + ": " + std::strerror(errno));
   }
-  if (!S_ISREG(st.st_mode)) throw DbError(SQLITE_CANTOPEN, path + ": not a regular file");
+  require_regular_file(path);  // names what it is: a directory, a FIFO, ...
   if (st.st_size == 0) throw DbError(SQLITE_NOTADB, path + ": empty file, not an mlatune database");
+  refuse_stray_wal(path);  // SQLite would copy the frames of a stray log into the file
   const int fd = lock_exclusively(path);
   std::unique_ptr<TuningDb> t;
   try {

@@ -60,7 +60,10 @@ expected=(bin/mlatune include/mlatune/mlatune.h include/mlatune/mlatune.hpp
           "$libdir/cmake/mlatune/mlatuneTargets.cmake"
           "$libdir/cmake/mlatune/mlatuneTargets-${build_type,,}.cmake"
           "$libdir/libmlatune.so" "$libdir/libmlatune.so.$major" "$libdir/libmlatune.so.$version"
-          "$libdir/pkgconfig/mlatune.pc")
+          "$libdir/pkgconfig/mlatune.pc"
+          lib/python3/dist-packages/mlatune/__init__.py
+          lib/python3/dist-packages/mlatune/_checks.py
+          lib/python3/dist-packages/mlatune/_install_layout.py)
 diff <(printf '%s\n' "${expected[@]}" | sort) \
      <(cd "$prefix" && find . -type f -o -type l | sed 's|^\./||' | sort) ||
   fail "the installed files differ from the expected layout (<: expected, >: installed)"
@@ -128,6 +131,13 @@ for exe in "$cpp_consumer" "$c_consumer"; do
   expect 4 '^cannot open .*: foreign device: ' "$exe" db/h200-deepseek-v3-tp8.db
   expect 0 "^selected $variant \\(" "$exe" "$work/host.db" "${tuned_shape[@]}"
   expect 5 '^lookup refused \(untuned\): ' "$exe" "$work/host.db" "${untuned_shape[@]}"
+  # A bad argument is bad usage (exit 2, as examples/README.md says), whichever it is.
+  expect 2 "^bad Q_DTYPE 'fp16': " "$exe" "$work/host.db" 4 2 fp16 bf16 16 1 2 60
+  expect 2 "^bad KV_DTYPE '': " "$exe" "$work/host.db" 4 2 bf16 '' 16 1 2 60
+  expect 2 "^bad BATCH '2x': " "$exe" "$work/host.db" 4 2 bf16 bf16 16 1 2x 60
+  expect 2 "^bad HEADS 'four': " "$exe" "$work/host.db" four 2 bf16 bf16 16 1 2 60
+  expect 2 "^bad MAX_KV '4294967356': " "$exe" "$work/host.db" 4 2 bf16 bf16 16 1 2 4294967356
+  expect 2 "^bad LSE '2': " "$exe" "$work/host.db" 4 2 bf16 bf16 16 2 2 60
 done
 
 echo "install check: OK ($((SECONDS - start)) s)"

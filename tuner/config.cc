@@ -63,6 +63,9 @@ class Ctx {
     fail(item.mark, item.path, msg);
   }
 
+  // "FILE:LINE:COLUMN" of `item`.
+  std::string where(const Item& item) const { return location(origin_, item.mark); }
+
   // Whether a null node's mark is where "~" or "null" is written. An empty value ("key:" or a bare
   // "-") has no position of its own: yaml-cpp gives it the mark of the next token, which would
   // point at an unrelated line.
@@ -494,20 +497,28 @@ TimingSettings read_timing(const Ctx& ctx, const Item& item) {
 // defaults ({1} / {0}), a parameter the entry omits is left EMPTY, meaning "every value the variant
 // declares": the tuner fills it in from the registry, so restricting kv_splits does not silently
 // pin workers to 0.
-ParamSpace read_param_space(const Ctx& ctx, const Item& item) {
+ParamSpace read_param_space(const Ctx& ctx, const Item& item,
+                            std::map<std::string, std::string>& locations) {
   const MapFields m(ctx, item, {"kv_splits", "kv_tile", "block_rows", "workers"});
   if (m.empty()) ctx.fail(item, "empty map (omit the entry to use the variant's declared values)");
-  constexpr int64_t kMaxI32 = INT32_MAX;
-  ParamSpace p{{}, {}, {}, {}};
-  if (const Item* v = m.get("kv_splits")) p.kv_splits = int_list(ctx, *v, 1, kMaxI32);
-  if (const Item* v = m.get("kv_tile")) p.kv_tile = int_list(ctx, *v, 0, kMaxI32);
-  if (const Item* v = m.get("block_rows")) p.block_rows = int_list(ctx, *v, 0, kMaxI32);
-  if (const Item* v = m.get("workers")) p.workers = int_list(ctx, *v, 0, kMaxI32);
-  return p;
+  // The values, each with its location: whether a variant declares them is known only later.
+  auto values = [&](std::string_view key, int64_t lo) -> std::vector<int32_t> {
+    const Item* list = m.get(key);
+    if (!list) return {};
+    const std::vector<int32_t> out = int_list(ctx, *list, lo, INT32_MAX);
+    const std::vector<Item> items = list_items(ctx, *list);
+    for (size_t i = 0; i < out.size(); ++i) {
+      locations[location_key(list->path, std::to_string(out[i]))] = ctx.where(items[i]);
+    }
+    return out;
+  };
+  return ParamSpace{values("kv_splits", 1), values("kv_tile", 0), values("block_rows", 0),
+                    values("workers", 0)};
 }
 
 std::map<std::string, ParamSpace> read_params(const Ctx& ctx, const Item& item,
-                                              const std::vector<std::string>& variants) {
+                                              const std::vector<std::string>& variants,
+                                              std::map<std::string, std::string>& locations) {
   const MapFields m(ctx, item, {});
   if (m.empty()) ctx.fail(item, "empty map (omit params to use every variant's declared values)");
   std::map<std::string, ParamSpace> out;
@@ -518,9 +529,21 @@ std::map<std::string, ParamSpace> read_params(const Ctx& ctx, const Item& item,
       ctx.fail(e.key_item,
                "variant " + quote(name) + " is not in variants (" + join(variants) + ")");
     }
-    out.emplace(name, read_param_space(ctx, e.value));
+    locations[location_key(item.path, name)] = ctx.where(e.key_item);
+    out.emplace(name, read_param_space(ctx, e.value, locations));
   }
   return out;
+}
+
+// The variants list, each name with its location: whether the registry has it is known only later.
+std::vector<std::string> read_variants(const Ctx& ctx, const Item& list,
+                                       std::map<std::string, std::string>& locations) {
+  const std::vector<std::string> names = name_list(ctx, list);
+  const std::vector<Item> items = list_items(ctx, list);
+  for (size_t i = 0; i < names.size(); ++i) {
+    locations[location_key(list.path, names[i])] = ctx.where(items[i]);
+  }
+  return names;
 }
 
 std::string read_name(const Ctx& ctx, const Item& item) {
@@ -729,20 +752,39 @@ void check_size(const Ctx& ctx, uint64_t size, const std::string& what) {
   throw std::runtime_error("cannot read config " + path + ": " + std::strerror(err));
 }
 
-// Reads at most kMaxConfigBytes + 1 bytes, so that an oversized (or growing, or special) file is
-// refused without being read whole.
+// What a file that is not a regular file is, for the message refusing it as a config.
+std::string non_regular_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return std::strerror(EISDIR);
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+[[noreturn]] void throw_not_regular(const std::string& path, mode_t mode) {
+  throw std::runtime_error("cannot read config " + path + ": " + non_regular_kind(mode) +
+                           " (a config must be a regular file)");
+}
+
+// Reads at most kMaxConfigBytes + 1 bytes, so that an oversized (or growing) file is refused
+// without being read whole. Only a regular file is read: a FIFO would block the open until a
+// writer comes, a device such as /dev/zero never ends, so they are refused by stat() first, and
+// the open does not block should the path be swapped for a FIFO in between.
 std::string read_file_capped(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw_read_error(path, errno);
+  if (!S_ISREG(st.st_mode)) throw_not_regular(path, st.st_mode);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw_read_error(path, errno);
   struct FdCloser {
     int fd;
     ~FdCloser() { ::close(fd); }
   } closer{fd};
-  struct stat st {};
   if (::fstat(fd, &st) != 0) throw_read_error(path, errno);
-  if (S_ISDIR(st.st_mode)) throw_read_error(path, EISDIR);
+  if (!S_ISREG(st.st_mode)) throw_not_regular(path, st.st_mode);
   const Ctx ctx(path, "");
-  if (S_ISREG(st.st_mode)) check_size(ctx, uint64_t(st.st_size), "file");
+  check_size(ctx, uint64_t(st.st_size), "file");
   std::string text(kMaxConfigBytes + 1, '\0');
   size_t used = 0;
   while (used < text.size()) {
@@ -809,6 +851,17 @@ const Tolerance& TuneConfig::tolerance_for(DtypePair d) const {
   return it->second;
 }
 
+std::string location_key(const std::string& path, const std::string& value) {
+  return path + "=" + value;
+}
+
+ConfigError TuneConfig::error_at(const std::string& path, const std::string& value,
+                                 const std::string& message) const {
+  const auto it = locations.find(location_key(path, value));
+  return ConfigError((it == locations.end() ? this->path : it->second) + ": " + path + ": " +
+                     message);
+}
+
 TuneConfig parse_config(const std::string& text, const std::string& origin) {
   const Ctx ctx(origin, text);
   check_size(ctx, text.size(), "config text");
@@ -825,14 +878,15 @@ TuneConfig parse_config(const std::string& text, const std::string& origin) {
   const Item* name = top.get("name");
   c.name = name ? read_name(ctx, *name) : std::filesystem::path(origin).stem().string();
   c.backend = read_backend(ctx, top.require("backend"));
+  c.locations[location_key("backend", c.backend)] = ctx.where(top.require("backend"));
   c.sm_scale = 1.0 / std::sqrt(double{kHeadDimQK});
   if (const Item* v = top.get("sm_scale")) c.sm_scale = read_real(ctx, *v, {0, true, kInf, true});
   const std::vector<SpaceSource> spaces = read_spaces(ctx, top.require("spaces"));
   c.tolerances = read_tolerances(ctx, top.require("tolerances"));
   if (const Item* v = top.get("validation")) c.validation = read_validation(ctx, *v);
   if (const Item* v = top.get("timing")) c.timing = read_timing(ctx, *v);
-  if (const Item* v = top.get("variants")) c.variants = name_list(ctx, *v);
-  if (const Item* v = top.get("params")) c.params = read_params(ctx, *v, c.variants);
+  if (const Item* v = top.get("variants")) c.variants = read_variants(ctx, *v, c.locations);
+  if (const Item* v = top.get("params")) c.params = read_params(ctx, *v, c.variants, c.locations);
   check_tolerances_cover(ctx, spaces, c.tolerances);
   check_bucket_count(ctx, spaces);
   for (const SpaceSource& src : spaces) c.spaces.push_back(src.space);

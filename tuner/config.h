@@ -93,12 +93,24 @@ struct TuneConfig {
   // ... and, per variant name, the launch parameter values tried (each must lie in the variant's
   // declared ParamSpace; checked when tuning starts, against the registry).
   std::map<std::string, ParamSpace> params;
+  // Where the values checked only against the registry (enumerate_candidates) were written,
+  // "FILE:LINE:COLUMN", keyed by location_key(path, value): "variants" and a name, "params" and a
+  // variant name (the entry's key), "params.<variant>.<parameter>" and a value, "backend".
+  std::map<std::string, std::string> locations;
 
   // Every bucket of every space, deduplicated, in a stable order.
   std::vector<BucketKey> buckets() const;
   // Tolerance for a dtype combination; throws ConfigError when the config has none.
   const Tolerance& tolerance_for(DtypePair d) const;
+  // A config error about `value` at `path`, as parse_config words its own:
+  // "FILE:LINE:COLUMN: PATH: MESSAGE" (just "FILE: PATH: MESSAGE" for a value with no recorded
+  // location, as in a config built in code).
+  ConfigError error_at(const std::string& path, const std::string& value,
+                       const std::string& message) const;
 };
+
+// The key of TuneConfig::locations for `value` written at `path`.
+std::string location_key(const std::string& path, const std::string& value);
 
 // Reads and validates a config. Throws ConfigError naming file, line and column for any syntax
 // error, unknown key, missing key, wrong type or out-of-range value; std::runtime_error when the

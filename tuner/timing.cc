@@ -54,7 +54,7 @@ void init_benchmark_library() {
 
 TimingResult time_candidate(const Variant& variant, const LaunchParams& params,
                             const PreparedCase& input, const std::string& input_label,
-                            const TimingSettings& settings) {
+                            const TimingSettings& settings, const TimerFactory& make_timer) {
   init_benchmark_library();
   MemorySpace& memory = memory_space(variant.backend());
   const DecodeShape& s = input.spec().shape;
@@ -77,7 +77,7 @@ TimingResult time_candidate(const Variant& variant, const LaunchParams& params,
   }
   memory.synchronize();
 
-  std::unique_ptr<IntervalTimer> timer = memory.make_timer();
+  std::unique_ptr<IntervalTimer> timer = make_timer ? make_timer(memory) : memory.make_timer();
   std::string launch_error;
   auto body = [&](benchmark::State& state) {
     for (auto _ : state) {

@@ -30,9 +30,9 @@ std::vector<int32_t> pick_values(const std::vector<int32_t>& configured,
     if (std::find(declared.begin(), declared.end(), x) == declared.end()) {
       std::string allowed;
       for (int32_t d : declared) allowed += (allowed.empty() ? "" : ", ") + std::to_string(d);
-      throw ConfigError(config.path + ": params." + std::string(v.name()) + "." + field + ": " +
-                        std::to_string(x) + " is outside the variant's declared values [" +
-                        allowed + "]");
+      throw config.error_at(
+          "params." + std::string(v.name()) + "." + field, std::to_string(x),
+          std::to_string(x) + " is outside the variant's declared values [" + allowed + "]");
     }
   }
   return configured;
@@ -64,13 +64,14 @@ std::string format_us(double us, int decimals = 1) {
 std::vector<Candidate> enumerate_candidates(const TuneConfig& config, const Registry& registry) {
   for (const std::string& name : config.variants) {
     if (!registry.find(name)) {
-      throw ConfigError(config.path + ": variants: unknown variant '" + name +
-                        "' (see `mlatune variants`)");
+      throw config.error_at("variants", name,
+                            "unknown variant '" + name + "' (see `mlatune variants`)");
     }
   }
   for (const auto& [name, space] : config.params) {
     if (!registry.find(name)) {
-      throw ConfigError(config.path + ": params: unknown variant '" + name + "'");
+      throw config.error_at("params", name,
+                            "unknown variant '" + name + "' (see `mlatune variants`)");
     }
   }
   std::vector<Candidate> out;
@@ -92,7 +93,9 @@ std::vector<Candidate> enumerate_candidates(const TuneConfig& config, const Regi
     for (const LaunchParams& p : space.enumerate()) out.push_back({v, p});
   }
   if (out.empty()) {
-    throw ConfigError(config.path + ": no variant of backend '" + config.backend + "' is selected");
+    throw config.error_at("backend", config.backend,
+                          "no variant of backend '" + config.backend + "' is selected" +
+                              (config.variants.empty() ? "" : " by variants"));
   }
   return out;
 }
@@ -238,7 +241,7 @@ namespace {
 // points' medians and the spread that mean times the largest relative spread of a point.
 void time_passed(const Candidate& c, const std::vector<const PreparedCase*>& inputs,
                  const std::vector<ValidationCase>& cases, const TimingSettings& settings,
-                 TrialRecord& t) {
+                 const TimerFactory& make_timer, TrialRecord& t) {
   try {
     double log_sum = 0, worst_rel_spread = 0;
     t.point_medians_us.clear();
@@ -246,7 +249,7 @@ void time_passed(const Candidate& c, const std::vector<const PreparedCase*>& inp
     std::string method, points;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const TimingResult r =
-          time_candidate(*c.variant, c.params, *inputs[i], cases[i].label, settings);
+          time_candidate(*c.variant, c.params, *inputs[i], cases[i].label, settings, make_timer);
       log_sum += std::log(r.median_us);
       t.point_medians_us.push_back(r.median_us);
       worst_rel_spread = std::max(worst_rel_spread, r.iqr_us / r.median_us);
@@ -372,7 +375,7 @@ std::vector<TrialRecord> run_bucket(size_t bucket_index, const BucketKey& b,
       try {
         const TimingResult r =
             time_candidate(*c.variant, c.params, *prepared_timing.at(c.variant->backend()).front(),
-                           timing_case.label, quick);
+                           timing_case.label, quick, hooks.make_timer);
         order.emplace_back(r.median_us, ci);
       } catch (const std::exception& e) {
         record(ci, unrun_record(c, Disposition::kLaunchError,
@@ -419,7 +422,7 @@ std::vector<TrialRecord> run_bucket(size_t bucket_index, const BucketKey& b,
   for (auto& [ci, t] : passed) {
     const Candidate& c = candidates[ci];
     start(ci);
-    time_passed(c, timing_inputs(c.variant->backend()), timing_cases, ts, t);
+    time_passed(c, timing_inputs(c.variant->backend()), timing_cases, ts, hooks.make_timer, t);
     record(ci, std::move(t));
   }
   std::vector<TrialRecord> out;

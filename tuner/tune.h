@@ -16,6 +16,7 @@
 #include "mla_decode/registry.h"
 #include "tuner/config.h"
 #include "tuner/progress.h"
+#include "tuner/timing.h"
 
 namespace mlatune {
 
@@ -26,8 +27,9 @@ struct Candidate {
 
 // The candidates of a config: variants of its backend (restricted to config.variants if given)
 // times their launch parameters (config.params overriding the declared values). Throws
-// ConfigError naming the config when it names an unknown variant or a value outside a variant's
-// declared ParamSpace.
+// ConfigError naming file:line:column, the key and the value (TuneConfig::error_at) when the
+// config names an unknown variant or a value outside a variant's declared ParamSpace, or selects
+// no variant.
 std::vector<Candidate> enumerate_candidates(const TuneConfig& config, const Registry& registry);
 
 // The index of the winner among passed, timed trials: the trial least slower than the fastest at
@@ -90,6 +92,8 @@ struct TuneHooks {
   // Candidates known to crash or hang the process: recorded with this disposition and reason,
   // never run.
   std::map<std::pair<size_t, size_t>, std::pair<Disposition, std::string>> quarantined;
+  // The timer of every pre-timing and timing run (time_candidate); empty: the memory space's.
+  TimerFactory make_timer;
 };
 
 // Tunes every bucket of `config` not yet in `db`.

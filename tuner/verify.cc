@@ -13,6 +13,7 @@
 #include "mla_decode/memory.h"
 #include "runtime/winner_table.h"
 #include "tuner/gate.h"
+#include "tuner/staleness.h"
 #include "tuner/worker_process.h"
 
 namespace mlatune {
@@ -72,10 +73,14 @@ VerifySummary verify_winners(const std::string& path, const Registry& registry,
     const std::string what = b.bucket.to_string() + " " + w.variant + " " + w.params.to_string();
     if (hooks.started) hooks.started(index, what);
     Outcome outcome;
-    if (!v || v->code_identity() != identity[w.variant]) {
+    const Staleness stale = staleness_of(registry, w.variant, identity[w.variant]);
+    if (stale != Staleness::kCurrent) {
       outcome = Outcome::kStale;
       ++s.stale;
-      std::fprintf(out, "STALE %s: the variant's code differs from the tuned one\n", what.c_str());
+      std::fprintf(out, "STALE %s: %s\n", what.c_str(),
+                   stale == Staleness::kNotInBuild
+                       ? "the variant is not in this build (a database from another build?)"
+                       : "the variant's code differs from the tuned one");
     } else {
       BucketValidator validator(b.bucket, config, hardware_workers());
       const TrialRecord t = validator.validate(*v, w.params);

@@ -43,6 +43,21 @@ expect 3 "bad.yaml:4:" -- "$mlatune" tune --config "$work/bad.yaml" --db "$work/
 printf 'backend: host\nbogus_key: 1\n' > "$work/unknown.yaml"
 expect 3 "unknown.yaml:2:1: " -- "$mlatune" tune --config "$work/unknown.yaml" --db "$work/x.db"
 expect 3 "missing.yaml" -- "$mlatune" tune --config "$work/missing.yaml" --db "$work/x.db"
+# ... also those found against this build's variants: the name or value, where it is written.
+sed 's/host_split_kv_v1]/host_split_kv_v1, host_nope_v1]/' "$tiny" > "$work/unknown-variant.yaml"
+expect 3 "unknown-variant.yaml:16:54: variants: unknown variant 'host_nope_v1'" -- \
+  "$mlatune" tune --config "$work/unknown-variant.yaml" --db "$work/x.db"
+sed 's/kv_splits: \[2\]/kv_splits: [5]/' "$tiny" > "$work/undeclared.yaml"
+expect 3 "undeclared.yaml:19:34: params.host_split_kv_v1.kv_splits: 5 is outside the variant's" -- \
+  "$mlatune" tune --config "$work/undeclared.yaml" --db "$work/x.db"
+# A config that is no regular file is refused by stat(), before any open: a FIFO would block it,
+# /dev/zero never ends.
+mkfifo "$work/fifo.yaml"
+expect 3 "$work/fifo.yaml: a FIFO (named pipe) (a config must be a regular file)" -- \
+  timeout 20 "$mlatune" tune --config "$work/fifo.yaml" --db "$work/x.db"
+expect 3 "/dev/zero: a character device" -- timeout 20 "$mlatune" tune --config /dev/zero \
+  --db "$work/x.db"
+expect 3 "$work: Is a directory" -- timeout 20 "$mlatune" tune --config "$work" --db "$work/x.db"
 [[ ! -e $work/x.db ]] || { echo "FAIL: a config error created the database"; failed=$((failed + 1)); }
 
 # A config whose inputs no machine holds (batch 65536 x 1 Mi keys, 88 TB): refused before any
@@ -82,6 +97,17 @@ expect 5 "heads=4" -- "$mlatune" lookup --db "$db" --heads 8 --qlen 2 --page-siz
   --batch 1 --max-kv 50
 expect 2 "invalid argument" -- "$mlatune" lookup --db "$db" --heads 4 --qlen 2 --page-size 16 \
   --lse --batch 1 --max-kv 1
+# Integer options are plain decimal, as in the config: no octal, hex, sign, blank or leading zero;
+# the refusal names the option and the value.
+for bad in 010 0x10 0b10 +5 " 5" 1e3 2147483648; do
+  expect 2 "--max-kv: '$bad' is" -- "$mlatune" lookup --db "$db" --heads 4 --qlen 2 \
+    --page-size 16 --lse --batch 1 --max-kv "$bad"
+done
+for option in --heads --qlen --page-size --batch; do
+  args=(--heads 4 --qlen 2 --page-size 16 --batch 1 --max-kv 50)
+  for i in "${!args[@]}"; do [[ ${args[i]} == "$option" ]] && args[i + 1]=04; done
+  expect 2 "$option: '04' is not an integer" -- "$mlatune" explain --db "$db" --lse "${args[@]}"
+done
 
 # The dispatch snapshot: written by tune, current and identical to the rows; rewritten on demand
 # (rows unchanged); reported as not used once the file changes; refused for what is no database.
@@ -141,6 +167,26 @@ expect 0 "121-160" -- "$mlatune" show --db "$work/four.db"
 expect 0 "" -- "$mlatune" lookup --db "$work/four.db" --heads 4 --qlen 2 --page-size 16 --lse \
   --batch 2 --max-kv 150
 
+shape=(--heads 4 --qlen 2 --page-size 16 --lse --batch 1 --max-kv 50)
+# Winners this build cannot run: their variants absent (a database from another build), or built
+# with other code. show and explain tell the two apart.
+cp "$db" "$work/other-build.db"
+cp "$db" "$work/changed-code.db"
+/usr/bin/python3 -c "import sqlite3, sys
+c = sqlite3.connect(sys.argv[1]); c.execute('DROP TRIGGER trials_winner_is_immutable')
+c.execute(\"UPDATE variants SET name = name || '_elsewhere'\")
+c.execute(\"UPDATE trials SET variant = variant || '_elsewhere'\"); c.commit()
+c = sqlite3.connect(sys.argv[2]); c.execute(\"UPDATE variants SET code_identity = 'older'\")
+c.commit()" "$work/other-build.db" "$work/changed-code.db"
+expect 0 "STALE (variant not in this build)" -- "$mlatune" show --db "$work/other-build.db"
+expect 0 "STALE (variant code changed)" -- "$mlatune" show --db "$work/changed-code.db"
+"$mlatune" show --db "$work/other-build.db" | grep -q "code changed" &&
+  { echo "FAIL: show calls absent variants changed code"; failed=$((failed + 1)); }
+expect 0 "WINNER (STALE: variant not in this build" -- "$mlatune" explain \
+  --db "$work/other-build.db" "${shape[@]}"
+expect 0 "WINNER (STALE: variant code changed" -- "$mlatune" explain \
+  --db "$work/changed-code.db" "${shape[@]}"
+
 # Damaged databases are refused with exit code 4, never a crash.
 head -c 3000 "$db" > "$work/truncated.db"
 expect 4 "" -- "$mlatune" lookup --db "$work/truncated.db" --heads 4 --qlen 2 --page-size 16 \
@@ -152,6 +198,37 @@ expect 4 "" -- "$mlatune" show --db "$work/text.db"
 expect 4 "" -- "$mlatune" show --db "$work/missing.db"
 expect 4 "" -- "$mlatune" verify --db "$work/text.db"
 expect 4 "" -- "$mlatune" verify --db "$work/missing.db"
+
+# A --db that is no regular file is refused (exit 4) by every command, none of them blocking.
+mkfifo "$work/fifo.db"
+for target in "$work/fifo.db" "$work"; do
+  kind=$([[ -p $target ]] && echo "FIFO" || echo "directory")
+  for cmd in show verify snapshot "snapshot --check"; do
+    expect 4 "$kind" -- timeout 20 "$mlatune" $cmd --db "$target"
+  done
+  expect 4 "$kind" -- timeout 20 "$mlatune" explain --db "$target" "${shape[@]}"
+  expect 4 "$kind" -- timeout 20 "$mlatune" lookup --db "$target" "${shape[@]}"
+  expect 4 "$kind" -- timeout 20 "$mlatune" tune --config "$tiny" --db "$target"
+done
+
+# A stray -wal beside a finished database (another database's log, with committed frames) is
+# refused by every reader, naming it; nothing is created beside the file, the log is left as is.
+cp "$db" "$work/stray.db"
+/usr/bin/python3 -c "import sqlite3, shutil, sys
+c = sqlite3.connect(sys.argv[1]); c.execute('PRAGMA journal_mode = WAL')
+c.execute('PRAGMA wal_autocheckpoint = 0'); c.execute('CREATE TABLE only_in_the_log (x)')
+c.commit(); shutil.copy(sys.argv[1] + '-wal', sys.argv[2])" "$work/other-wal.db" "$work/stray.db-wal"
+wal_sum=$(sha256sum "$work/stray.db-wal" | cut -d' ' -f1)
+for cmd in show verify "snapshot --check" snapshot; do
+  expect 4 "stray.db-wal (" -- timeout 20 "$mlatune" $cmd --db "$work/stray.db"
+done
+expect 4 "stray.db-wal (" -- timeout 20 "$mlatune" explain --db "$work/stray.db" "${shape[@]}"
+expect 4 "stray.db-wal (" -- timeout 20 "$mlatune" lookup --db "$work/stray.db" "${shape[@]}"
+expect 4 "stray.db-wal (" -- "$mlatune" tune --config "$tiny" --db "$work/stray.db" --resume
+[[ ! -e $work/stray.db-shm ]] ||
+  { echo "FAIL: reading a database with a stray -wal created a -shm"; failed=$((failed + 1)); }
+[[ $(sha256sum "$work/stray.db-wal" | cut -d' ' -f1) == "$wal_sum" ]] ||
+  { echo "FAIL: the stray -wal was changed"; failed=$((failed + 1)); }
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

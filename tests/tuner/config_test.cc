@@ -1,11 +1,18 @@
 #include "tuner/config.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "common/sha256.h"
 
@@ -631,6 +638,40 @@ TEST(ConfigFileTest, DirectoryIsARuntimeError) {
     FAIL() << "no exception";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("Is a directory"), std::string::npos) << e.what();
+  }
+}
+
+// A FIFO would block the open until a writer came, and /dev/zero never ends: both are refused by
+// stat() before any open, naming what they are.
+TEST(ConfigFileTest, FifoAndDevicesAreRefusedWithoutReading) {
+  const std::string fifo = tmp_path("fifo.yaml");
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  auto refusal = std::make_shared<std::promise<std::string>>();
+  std::thread([fifo, refusal] {
+    try {
+      load_config(fifo);
+      refusal->set_value("(loaded)");
+    } catch (const std::exception& e) {
+      refusal->set_value(e.what());
+    }
+  }).detach();
+  std::future<std::string> what = refusal->get_future();
+  if (what.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    // Let the blocked open through, so that the thread ends.
+    const int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (writer >= 0) ::close(writer);
+    FAIL() << "load_config blocked on a FIFO";
+  }
+  EXPECT_EQ(what.get(), "cannot read config " + fifo +
+                            ": a FIFO (named pipe) (a config must be a regular file)");
+  std::filesystem::remove(fifo);
+  try {
+    load_config("/dev/zero");
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cannot read config /dev/zero: a character device (a config must be a regular file)");
   }
 }
 

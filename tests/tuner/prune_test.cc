@@ -1,7 +1,8 @@
 // Pruning (timing.prune_factor): every candidate is pre-timed, validated fastest first, and the
 // ones far behind the fastest that passed are recorded as pruned without running the gate; a fast
 // but wrong candidate is still rejected, and pruning never leaves a bucket without a winner that
-// a full run would find.
+// a full run would find. The candidates' times are scripted (a ScriptedClock times them), so the
+// verdicts do not depend on the load of the machine.
 #include <gtest/gtest.h>
 
 #include "tuner/scratch_tune.h"
@@ -11,6 +12,7 @@
 namespace mlatune {
 namespace {
 
+using testing::ScriptedClock;
 using testing::ScriptedKernel;
 
 std::string config_text(const std::string& prune) {
@@ -45,11 +47,17 @@ BucketRun tune_with(const std::string& prune,
   ScriptedKernel mid("mid_ok", 5000, mid_mode);
   ScriptedKernel slow("slow_ok", 30000, ScriptedKernel::Mode::kCorrect);
   ScriptedKernel slower("slower_ok", 45000, ScriptedKernel::Mode::kCorrect);
+  ScriptedClock clock;
   Registry r;
-  for (const ScriptedKernel* v : {&fast, &mid, &slow, &slower}) r.add_borrowed(v);
+  for (ScriptedKernel* v : {&fast, &mid, &slow, &slower}) {
+    v->use_clock(&clock);
+    r.add_borrowed(v);
+  }
   const TuneConfig config = parse_config(config_text(prune), "prune.yaml");
+  TuneHooks hooks;
+  hooks.make_timer = clock.timer_factory();
   const std::vector<testing::TunedBucket> buckets =
-      testing::tune_into_scratch_db(config, r, "prune");
+      testing::tune_into_scratch_db(config, r, "prune", nullptr, hooks);
   BucketRun out;
   EXPECT_EQ(buckets.size(), 1u);
   out.winner = buckets.at(0).summary.winner;
@@ -81,6 +89,21 @@ TEST(PruneTest, SlowCandidatesArePrunedFastWrongOnesStillRejected) {
   }
   ASSERT_TRUE(r.winner);
   EXPECT_EQ(r.winner->variant, "mid_ok");
+}
+
+TEST(PruneTest, PruningComparesTheScriptedPreTimingsExactly) {
+  // The scripted clock makes pre-timing and timing medians exactly the scripted costs: 30 ms is
+  // 6x and 45 ms 9x the 5 ms of the fastest that passed, however loaded the machine is.
+  const BucketRun r = tune_with(", prune_factor: 2.0, prune_samples: 2");
+  EXPECT_NE(r.trials[2].reason.find("pre-timing median 30000.0 us is 6.00x the 5000.0 us"),
+            std::string::npos)
+      << r.trials[2].reason;
+  EXPECT_NE(r.trials[3].reason.find("pre-timing median 45000.0 us is 9.00x the 5000.0 us"),
+            std::string::npos)
+      << r.trials[3].reason;
+  ASSERT_TRUE(r.winner && r.winner->time_median_us);
+  EXPECT_NEAR(*r.winner->time_median_us, 5000.0, 1e-6);  // exact up to seconds-to-us rounding
+  EXPECT_NEAR(*r.winner->time_spread_us, 0.0, 1e-6);
 }
 
 TEST(PruneTest, PruningGoesOnUntilSomethingPasses) {

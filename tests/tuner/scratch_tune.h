@@ -21,11 +21,12 @@ struct TunedBucket {
 
 // Every bucket of `config`, tuned with the variants of `registry` (quietly) into
 // MLATUNE_TEST_TMPDIR/<stem>-<pid>.db, which is removed afterwards; the run's summary into
-// *summary when given.
+// *summary when given; `hooks` go to tune (e.g. a scripted timer).
 inline std::vector<TunedBucket> tune_into_scratch_db(const TuneConfig& config,
                                                      const Registry& registry,
                                                      const std::string& stem,
-                                                     TuneSummary* summary = nullptr) {
+                                                     TuneSummary* summary = nullptr,
+                                                     const TuneHooks& hooks = {}) {
   const std::string path =
       std::string(MLATUNE_TEST_TMPDIR) + "/" + stem + "-" + std::to_string(getpid()) + ".db";
   std::filesystem::remove(path);
@@ -36,7 +37,7 @@ inline std::vector<TunedBucket> tune_into_scratch_db(const TuneConfig& config,
         TuningDb::open_for_tuning(path, TuningDb::Mode::kCreate, make_provenance(config, registry),
                                   variant_records(candidates));
     Progress quiet(stderr, false, 1);
-    const TuneSummary s = tune(config, candidates, *db, quiet);
+    const TuneSummary s = tune(config, candidates, *db, quiet, hooks);
     if (summary) *summary = s;
     db->finalize();
     for (const BucketSummary& b : db->buckets()) out.push_back({b, db->trials(b.id)});

@@ -20,6 +20,7 @@
 #include "mla_decode/reference.h"
 #include "mla_decode/registry.h"
 #include "mlatune/variant_abi.h"
+#include "tuner/timing.h"
 
 namespace mlatune::testing {
 
@@ -93,8 +94,35 @@ class ReferenceKernel final : public Variant {
   mutable std::atomic<int64_t> calls_{0};
 };
 
+// A clock only scripted kernels advance, each run by its scripted cost: the timings a tune makes
+// with its timers (TuneHooks::make_timer) are exactly the scripted costs, whatever the load of the
+// machine, so tests can assert on their ratios.
+class ScriptedClock {
+ public:
+  void advance_us(int64_t us) { now_us_ += us; }
+  int64_t now_us() const { return now_us_; }
+  TimerFactory timer_factory() {
+    return [this](MemorySpace&) { return std::make_unique<Timer>(*this); };
+  }
+
+ private:
+  class Timer final : public IntervalTimer {
+   public:
+    explicit Timer(const ScriptedClock& clock) : clock_(clock) {}
+    void start() override { start_us_ = clock_.now_us(); }
+    void stop() override { stop_us_ = clock_.now_us(); }
+    double seconds() override { return static_cast<double>(stop_us_ - start_us_) * 1e-6; }
+
+   private:
+    const ScriptedClock& clock_;
+    int64_t start_us_ = 0, stop_us_ = 0;
+  };
+  std::atomic<int64_t> now_us_{0};  // validation may run candidates on several threads
+};
+
 // The exact kernel with a chosen speed and a switchable misbehaviour: for the pruning, isolation
-// and verify tests. `run` sleeps `sleep_us` after computing, then does what `mode` says.
+// and verify tests. `run` sleeps `sleep_us` after computing (or, given a ScriptedClock, advances
+// it by that much instead), then does what `mode` says.
 class ScriptedKernel final : public Variant {
  public:
   enum class Mode { kCorrect, kOneRowWrong, kSegfault, kHang };
@@ -105,6 +133,8 @@ class ScriptedKernel final : public Variant {
   void set_backend(Backend b) { backend_ = b; }
   // Extra sleep per sequence of the batch: a cost that grows with the shape.
   void set_sleep_per_sequence_us(int64_t us) { sleep_per_seq_us_ = us; }
+  // Its cost goes to `clock` instead of a sleep: timings independent of the machine's load.
+  void use_clock(ScriptedClock* clock) { clock_ = clock; }
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return "test: scripted reference kernel"; }
   Backend backend() const override { return backend_; }
@@ -117,7 +147,11 @@ class ScriptedKernel final : public Variant {
   void run(const DecodeShape& s, const LaunchParams& p, const DecodeArgs& a) const override {
     exact_.run(s, p, a);
     const int64_t sleep = sleep_us_ + sleep_per_seq_us_ * s.batch;
-    if (sleep > 0) std::this_thread::sleep_for(std::chrono::microseconds(sleep));
+    if (clock_) {
+      clock_->advance_us(sleep);
+    } else if (sleep > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(sleep));
+    }
     switch (mode_) {
       case Mode::kCorrect:
         break;
@@ -138,6 +172,7 @@ class ScriptedKernel final : public Variant {
   std::string name_, identity_;
   int64_t sleep_us_;
   int64_t sleep_per_seq_us_ = 0;
+  ScriptedClock* clock_ = nullptr;
   Mode mode_;
   Backend backend_ = Backend::kHost;
 };

@@ -17,6 +17,7 @@
 namespace mlatune {
 namespace {
 
+using testing::ScriptedClock;
 using testing::ScriptedKernel;
 using testing::tune_into_scratch_db;
 using testing::TunedBucket;
@@ -46,20 +47,23 @@ variants: [flat, steep]
 TrialRecord winner_of_large_bucket(bool top_corner) {
   // flat: 120 ms + 1 ms per sequence (131 ms at the midpoint, 140 at the corner: 1.16x steep at
   // the midpoint); steep: 10.3 ms per sequence (113.3 and 206: 1.47x flat at the corner). Steep
-  // wins at the midpoint only, each decision by about 17 ms: margins meant to survive a loaded
-  // 2-core machine and the sanitizer builds, where the reference run inside each call (the same for
-  // both) varies. Medians of 5 samples, not 3: with 3, two oversleeps in one point's samples (a CI
-  // clone's ASan run beside a GPU build here) once made steep win.
+  // wins at the midpoint only. A ScriptedClock times them: the medians are exactly these costs,
+  // whatever the load of the machine.
+  ScriptedClock clock;
   ScriptedKernel flat("flat", 120000, ScriptedKernel::Mode::kCorrect);
   flat.set_sleep_per_sequence_us(1000);
+  flat.use_clock(&clock);
   ScriptedKernel steep("steep", 0, ScriptedKernel::Mode::kCorrect);
   steep.set_sleep_per_sequence_us(10300);
+  steep.use_clock(&clock);
+  TuneHooks hooks;
+  hooks.make_timer = clock.timer_factory();
   Registry r;
   r.add_borrowed(&flat);
   r.add_borrowed(&steep);
   const TuneConfig config = parse_config(config_text(top_corner), "points.yaml");
   TrialRecord out;
-  for (const TunedBucket& b : tune_into_scratch_db(config, r, "points")) {
+  for (const TunedBucket& b : tune_into_scratch_db(config, r, "points", nullptr, hooks)) {
     if (b.summary.bucket.batch_lo == 3) {
       EXPECT_TRUE(b.summary.winner.has_value());
       if (b.summary.winner) out = *b.summary.winner;
@@ -82,16 +86,15 @@ TEST(TimingPoints, TopCornerPicksTheLeastWorstSlowdownAndSaysSo) {
   EXPECT_NE(w.timing_method.find("batch=20"), std::string::npos) << w.timing_method;
   ASSERT_TRUE(w.time_median_us.has_value());
   // The recorded median is the geometric mean of the two listed ("batch=11 ...: X us, batch=20
-  // ...: Y us"). A sleep never ends early, so each listed median is at least flat's scripted cost
-  // at its point: bounds that load cannot break, unlike comparing the two measurements.
+  // ...: Y us"), each exactly flat's scripted cost at its point.
   std::vector<double> listed;
   const std::string& m = w.timing_method;
   for (size_t at = m.find("points ("); at != std::string::npos; at = m.find(": ", at + 2)) {
     if (m.compare(at, 2, ": ") == 0) listed.push_back(std::strtod(m.c_str() + at + 2, nullptr));
   }
   ASSERT_EQ(listed.size(), 2u) << w.timing_method;
-  EXPECT_GE(listed[0], 131000.0) << w.timing_method;
-  EXPECT_GE(listed[1], 140000.0) << w.timing_method;
+  EXPECT_EQ(listed[0], 131000.0) << w.timing_method;
+  EXPECT_EQ(listed[1], 140000.0) << w.timing_method;
   EXPECT_NEAR(*w.time_median_us, std::sqrt(listed[0] * listed[1]), 0.1) << w.timing_method;
 }
 

@@ -101,6 +101,22 @@ TEST_F(VerifyTest, ChangedCodeIsStaleAndNotRun) {
   const VerifySummary s = verify(r);  // would crash if it ran the changed kernel
   EXPECT_EQ(s.stale, 2);
   EXPECT_EQ(s.passed, 0);
+  EXPECT_NE(report_.find("the variant's code differs from the tuned one"), std::string::npos)
+      << report_;
+  EXPECT_EQ(report_.find("not in this build"), std::string::npos) << report_;
+}
+
+TEST_F(VerifyTest, AVariantAbsentFromThisBuildIsStaleAndSaysSo) {
+  // A database from another build: its variant is not here at all, which is not changed code.
+  ScriptedKernel other("other", 0, ScriptedKernel::Mode::kCorrect, "other-v1");
+  Registry r;
+  r.add_borrowed(&other);
+  const VerifySummary s = verify(r);
+  EXPECT_EQ(s.stale, 2);
+  EXPECT_EQ(s.passed, 0);
+  EXPECT_NE(report_.find("STALE"), std::string::npos) << report_;
+  EXPECT_NE(report_.find("the variant is not in this build"), std::string::npos) << report_;
+  EXPECT_EQ(report_.find("code differs"), std::string::npos) << report_;
 }
 
 // Supervised verification (the CLI's mode): the same results in a worker process, and a winner

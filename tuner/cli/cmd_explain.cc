@@ -5,6 +5,7 @@
 #include "db/tuning_db.h"
 #include "tuner/cli/guard.h"
 #include "tuner/cli/shape_options.h"
+#include "tuner/staleness.h"
 
 namespace mlatune::cli {
 
@@ -36,11 +37,26 @@ void add_explain_command(CLI::App& app, int& exit_code) {
       }
       std::printf("bucket %s: %s\n", found->bucket.to_string().c_str(), found->status.c_str());
       const std::optional<TrialRecord>& w = found->winner;
+      // Whether this build can run the winner, and if not why (lookup refuses it as stale).
+      Staleness winner_staleness = Staleness::kCurrent;
+      if (w) {
+        const Registry registry = builtin_registry();
+        winner_staleness = Staleness::kNotInBuild;
+        for (const VariantRecord& v : db->variants()) {
+          if (v.name == w->variant) {
+            winner_staleness = staleness_of(registry, v.name, v.code_identity);
+          }
+        }
+      }
       for (const TrialRecord& t : db->trials(found->id)) {
         bool is_winner = w && t.variant == w->variant && t.params == w->params;
         std::string verdict;
         if (is_winner) {
           verdict = "WINNER";
+          if (winner_staleness != Staleness::kCurrent) {
+            verdict += " (STALE: " + std::string(staleness_reason(winner_staleness)) +
+                       "; lookups refuse it)";
+          }
         } else if (t.disposition == Disposition::kPassed && w && t.time_median_us) {
           double slower = (*t.time_median_us / *w->time_median_us - 1.0) * 100.0;
           char buf[160];

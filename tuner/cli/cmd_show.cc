@@ -1,9 +1,11 @@
 // mlatune show --db FILE: the winners as a table.
 #include <cstdio>
 #include <map>
+#include <string>
 
 #include "db/tuning_db.h"
 #include "tuner/cli/guard.h"
+#include "tuner/staleness.h"
 
 namespace mlatune::cli {
 
@@ -22,12 +24,12 @@ void add_show_command(CLI::App& app, int& exit_code) {
           p.config_hash.substr(0, 12).c_str(), p.tool_version.c_str(), p.kernel_build_id.c_str(),
           p.created_at.c_str());
       std::printf("  dispatch snapshot: %s\n", db->snapshot_report(false).detail.c_str());
-      // A winner is usable by this build only if its variant's code is the code validated.
+      // A winner is usable by this build only if its variant's code is the code validated; a
+      // database from another build may name variants this one lacks.
       Registry registry = builtin_registry();
-      std::map<std::string, bool> current;
+      std::map<std::string, Staleness> staleness;
       for (const VariantRecord& v : db->variants()) {
-        const Variant* here = registry.find(v.name);
-        current[v.name] = here && here->code_identity() == v.code_identity;
+        staleness[v.name] = staleness_of(registry, v.name, v.code_identity);
       }
       std::printf("\n%5s %4s %-12s %-12s %4s %3s %11s %13s  %-24s %-30s %10s %9s %9s %7s %s\n",
                   "heads", "qlen", "q", "kv", "page", "lse", "batch", "kv_len", "winner",
@@ -48,10 +50,15 @@ void add_show_command(CLI::App& app, int& exit_code) {
           continue;
         }
         const TrialRecord& w = *b.winner;
+        const auto found = staleness.find(w.variant);  // every winner's variant is listed
+        const Staleness stale = found == staleness.end() ? Staleness::kNotInBuild : found->second;
+        const std::string status = stale == Staleness::kCurrent
+                                       ? "ok"
+                                       : "STALE (" + std::string(staleness_reason(stale)) + ")";
         std::printf("%-24s %-30s %10.2f %9.2f %9.2e %7s %s\n", w.variant.c_str(),
                     w.params.to_string().c_str(), w.time_median_us.value_or(0),
                     w.time_spread_us.value_or(0), w.max_abs_err.value_or(0), passed.c_str(),
-                    current[w.variant] ? "ok" : "STALE (variant code changed)");
+                    status.c_str());
       }
       return kExitOk;
     });

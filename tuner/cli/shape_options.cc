@@ -1,19 +1,20 @@
 #include "tuner/cli/shape_options.h"
 
 #include "mla_decode/problem.h"
+#include "tuner/cli/decimal_option.h"
 
 namespace mlatune::cli {
 
 void ShapeOptions::add_to(CLI::App& cmd) {
   const auto dtypes = CLI::IsMember({"bf16", "fp8_e4m3fn", "fp8_e4m3fnuz"});
-  cmd.add_option("--heads", heads, "query heads per KV head")->capture_default_str();
-  cmd.add_option("--qlen", qlen, "query tokens per sequence")->capture_default_str();
+  add_decimal_option(cmd, "--heads", heads, "query heads per KV head")->capture_default_str();
+  add_decimal_option(cmd, "--qlen", qlen, "query tokens per sequence")->capture_default_str();
   cmd.add_option("--q-dtype", q_dtype, "q dtype")->check(dtypes)->capture_default_str();
   cmd.add_option("--kv-dtype", kv_dtype, "KV cache dtype")->check(dtypes)->capture_default_str();
-  cmd.add_option("--page-size", page_size, "KV rows per page")->required();
+  add_decimal_option(cmd, "--page-size", page_size, "KV rows per page")->required();
   cmd.add_flag("--lse", lse, "the call returns the LSE");
-  cmd.add_option("--batch", batch, "sequences in the call")->required();
-  cmd.add_option("--max-kv", max_kv, "longest KV length in the call")->required();
+  add_decimal_option(cmd, "--batch", batch, "sequences in the call")->required();
+  add_decimal_option(cmd, "--max-kv", max_kv, "longest KV length in the call")->required();
 }
 
 mlatune_decode_key ShapeOptions::key() const {
