@@ -98,7 +98,18 @@ std::unique_ptr<SqliteDb> open_for_reading(const std::string& path, int flags) {
   }
   auto db = immutable ? std::make_unique<SqliteDb>(immutable_uri(path), flags | SQLITE_OPEN_URI)
                       : std::make_unique<SqliteDb>(path, flags);
-  Statement(*db, "SELECT count(*) FROM sqlite_schema").step();
+  try {
+    Statement(*db, "SELECT count(*) FROM sqlite_schema").step();
+  } catch (const DbError& e) {
+    // A read-only connection cannot roll back a hot journal, and SQLite then reads nothing: say
+    // what it is and how it goes away, rather than "attempt to write a readonly database".
+    if (e.code() != SQLITE_READONLY_ROLLBACK) throw;
+    throw DbError(e.code(),
+                  path + ": " + path + "-journal is a hot rollback journal: a writer stopped in "
+                  "the middle of a transaction, and the file may hold pages it never committed; "
+                  "not read. Opening it once for writing (e.g. `mlatune snapshot --db " + path +
+                  "`, or any SQLite client) rolls the transaction back");
+  }
   return db;
 }
 

@@ -34,7 +34,10 @@ void refuse_stray_wal(const std::string& path);
 // - WAL-mode database with F-wal and F-shm (a tuner writes it, or was killed): opened as usual,
 //   reading the committed transactions of the log only;
 // - WAL-mode database whose non-empty F-wal lacks its F-shm: refused, since reading the log would
-//   create F-shm.
+//   create F-shm;
+// - rollback-journal database with a hot F-journal (a writer killed mid-transaction): refused
+//   (SQLITE_READONLY_ROLLBACK) naming the journal; a reader never rolls it back, nor reads the
+//   uncommitted pages.
 // Throws DbError.
 std::unique_ptr<SqliteDb> open_for_reading(const std::string& path, int flags = 0);
 

@@ -41,12 +41,9 @@ mlatune_status open_handle(const char* function, const char* path,
 }  // namespace mlatune::c_api
 
 using mlatune::DbHandle;
+using mlatune::c_api::bad_handle;
 using mlatune::c_api::guarded;
 using mlatune::c_api::invalid;
-
-namespace {
-const mlatune::WinnerTable& table_of(const mlatune_db* db) { return DbHandle::of(db)->table(); }
-}  // namespace
 
 extern "C" {
 
@@ -59,27 +56,32 @@ MLATUNE_API mlatune_status mlatune_open(const char* path, const mlatune_open_opt
   return s;
 }
 
-MLATUNE_API void mlatune_close(mlatune_db* db) {
-  if (db) DbHandle::of(db)->release();  // the destructor cannot throw
+MLATUNE_API mlatune_status mlatune_close(mlatune_db* db) {
+  if (!db) return MLATUNE_STATUS_OK;
+  const DbHandle* handle = DbHandle::of(db);
+  if (!handle) return bad_handle("mlatune_close", db);
+  handle->release();  // the destructor cannot throw
+  return MLATUNE_STATUS_OK;
 }
 
 MLATUNE_API mlatune_status mlatune_db_retain(mlatune_db* db) {
-  if (!db) return invalid("mlatune_db_retain: db is NULL");
-  DbHandle::of(db)->retain();
+  const DbHandle* handle = DbHandle::of(db);
+  if (!handle) return bad_handle("mlatune_db_retain", db);
+  handle->retain();
   return MLATUNE_STATUS_OK;
 }
 
 MLATUNE_API mlatune_status mlatune_lookup(const mlatune_db* db, const mlatune_decode_key* key,
                                           mlatune_selection* out) {
-  if (!db || !key || !out) [[unlikely]] {
+  const DbHandle* handle = DbHandle::of(db);
+  if (!handle || !key || !out) [[unlikely]] {
     if (out) std::memset(out, 0, sizeof *out);
-    return invalid(!db    ? "mlatune_lookup: db is NULL"
-                   : !key ? "mlatune_lookup: key is NULL"
-                          : "mlatune_lookup: out is NULL");
+    if (!handle) return bad_handle("mlatune_lookup", db);
+    return invalid(!key ? "mlatune_lookup: key is NULL" : "mlatune_lookup: out is NULL");
   }
   // The message is written only on failure, so that a hit touches no thread-local storage
   // (whose address costs a __tls_get_addr call in a shared library).
-  const mlatune::WinnerTable& table = table_of(db);
+  const mlatune::WinnerTable& table = handle->table();
   const mlatune_status s = table.lookup(*key, out);
   if (s != MLATUNE_STATUS_OK) [[unlikely]] {
     table.explain(*key, mlatune::c_api::t_last_error, mlatune::c_api::kErrorCapacity);
@@ -89,11 +91,12 @@ MLATUNE_API mlatune_status mlatune_lookup(const mlatune_db* db, const mlatune_de
 
 MLATUNE_API mlatune_status mlatune_table_stats(const mlatune_db* db, int64_t* usable,
                                                int64_t* stale, int64_t* no_valid) {
-  if (!db) return invalid("mlatune_table_stats: db is NULL");
+  const DbHandle* handle = DbHandle::of(db);
+  if (!handle) return bad_handle("mlatune_table_stats", db);
   if (!usable || !stale || !no_valid) {
     return invalid("mlatune_table_stats: usable, stale and no_valid must not be NULL");
   }
-  const mlatune::TableStats& s = table_of(db).stats();
+  const mlatune::TableStats& s = handle->table().stats();
   *usable = s.usable;
   *stale = s.stale;
   *no_valid = s.no_valid;
@@ -101,11 +104,12 @@ MLATUNE_API mlatune_status mlatune_table_stats(const mlatune_db* db, int64_t* us
 }
 
 MLATUNE_API const char* mlatune_db_info(const mlatune_db* db) {
-  if (!db) {
-    invalid("mlatune_db_info: db is NULL");
+  const DbHandle* handle = DbHandle::of(db);
+  if (!handle) {
+    bad_handle("mlatune_db_info", db);
     return "";
   }
-  return table_of(db).info().c_str();
+  return handle->table().info().c_str();
 }
 
 MLATUNE_API const char* mlatune_status_string(mlatune_status status) {

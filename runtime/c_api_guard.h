@@ -25,6 +25,16 @@ inline mlatune_status invalid(const char* message) noexcept {
   return last_error().fail(MLATUNE_STATUS_INVALID_ARGUMENT, "%s", message);
 }
 
+// The refusal of a database handle argument that DbHandle::of() did not accept.
+inline mlatune_status bad_handle(const char* function, const mlatune_db* db) noexcept {
+  return last_error().fail(
+      MLATUNE_STATUS_INVALID_ARGUMENT, "%s: %s", function,
+      !db                    ? "db is NULL"
+      : DbHandle::closed(db) ? "db was closed (its last reference was released)"
+                             : "db does not point to a database handle (not from mlatune_open "
+                               "or mlatune_live_acquire: a plan?)");
+}
+
 // Runs `body` (which returns a status), mapping any exception to a status and message.
 template <typename Body>
 mlatune_status guarded(const char* function, Body&& body) noexcept {

@@ -8,13 +8,19 @@
 
 using mlatune::DbHandle;
 using mlatune::DecodePlan;
+using mlatune::c_api::bad_handle;
 using mlatune::c_api::guarded;
 using mlatune::c_api::invalid;
 using mlatune::c_api::last_error;
 
 namespace {
-constexpr const char* kNotAPlan =
-    "plan does not point to a plan object (destroyed, or not from mlatune_plan_create)";
+// For a non-null plan pointer that DecodePlan::of() refused.
+const char* not_a_plan(const mlatune_plan* plan) {
+  return DecodePlan::destroyed(plan)
+             ? "plan was destroyed"
+             : "plan does not point to a plan object (not from mlatune_plan_create: a database "
+               "handle?)";
+}
 }  // namespace
 
 extern "C" {
@@ -23,19 +29,29 @@ MLATUNE_API mlatune_status mlatune_plan_create(const mlatune_db* db, int32_t max
                                                mlatune_plan** out) {
   if (!out) return invalid("mlatune_plan_create: out is NULL");
   *out = nullptr;
-  if (!db) return invalid("mlatune_plan_create: db is NULL");
+  const DbHandle* handle = DbHandle::of(db);
+  if (!handle) return bad_handle("mlatune_plan_create", db);
   if (max_batch < 1 || max_batch > mlatune::kMaxBatch) {
     return last_error().fail(MLATUNE_STATUS_INVALID_ARGUMENT,
                              "mlatune_plan_create: max_batch=%d (must be 1..%d)", max_batch,
                              mlatune::kMaxBatch);
   }
   return guarded("mlatune_plan_create", [&] {
-    *out = (new DecodePlan(*DbHandle::of(db), max_batch))->c_handle();
+    *out = (new DecodePlan(*handle, max_batch))->c_handle();
     return MLATUNE_STATUS_OK;
   });
 }
 
-MLATUNE_API void mlatune_plan_destroy(mlatune_plan* plan) { delete DecodePlan::of(plan); }
+MLATUNE_API mlatune_status mlatune_plan_destroy(mlatune_plan* plan) {
+  if (!plan) return MLATUNE_STATUS_OK;
+  DecodePlan* p = DecodePlan::of(plan);
+  if (!p) {
+    return last_error().fail(MLATUNE_STATUS_INVALID_ARGUMENT, "mlatune_plan_destroy: %s",
+                             not_a_plan(plan));
+  }
+  DecodePlan::destroy(p);
+  return MLATUNE_STATUS_OK;
+}
 
 MLATUNE_API mlatune_status mlatune_plan_decode(const mlatune_db* db,
                                                const mlatune_decode_problem* problem,
@@ -43,15 +59,16 @@ MLATUNE_API mlatune_status mlatune_plan_decode(const mlatune_db* db,
   DecodePlan* p = DecodePlan::of(plan);
   if (!p) {
     return last_error().fail(MLATUNE_STATUS_INVALID_ARGUMENT, "mlatune_plan_decode: %s",
-                             plan ? kNotAPlan : "plan is NULL");
+                             plan ? not_a_plan(plan) : "plan is NULL");
   }
-  if (!db || !problem || !kv_lens) [[unlikely]] {
+  const DbHandle* handle = DbHandle::of(db);
+  if (!handle || !problem || !kv_lens) [[unlikely]] {
     p->invalidate();
-    return invalid(!db        ? "mlatune_plan_decode: db is NULL"
-                   : !problem ? "mlatune_plan_decode: problem is NULL"
-                              : "mlatune_plan_decode: kv_lens is NULL");
+    if (!handle) return bad_handle("mlatune_plan_decode", db);
+    return invalid(!problem ? "mlatune_plan_decode: problem is NULL"
+                            : "mlatune_plan_decode: kv_lens is NULL");
   }
-  return p->plan(*DbHandle::of(db), *problem, kv_lens, last_error());
+  return p->plan(*handle, *problem, kv_lens, last_error());
 }
 
 MLATUNE_API mlatune_status mlatune_plan_workspace_size(const mlatune_plan* plan, size_t* bytes) {
@@ -60,7 +77,7 @@ MLATUNE_API mlatune_status mlatune_plan_workspace_size(const mlatune_plan* plan,
   const DecodePlan* p = DecodePlan::of(plan);
   if (!p) {
     return last_error().fail(MLATUNE_STATUS_INVALID_ARGUMENT, "mlatune_plan_workspace_size: %s",
-                             plan ? kNotAPlan : "plan is NULL");
+                             plan ? not_a_plan(plan) : "plan is NULL");
   }
   if (!p->ready()) {
     return last_error().fail(MLATUNE_STATUS_BAD_PLAN,
@@ -77,7 +94,7 @@ MLATUNE_API mlatune_status mlatune_plan_selection(const mlatune_plan* plan,
   const DecodePlan* p = DecodePlan::of(plan);
   if (!p) {
     return last_error().fail(MLATUNE_STATUS_INVALID_ARGUMENT, "mlatune_plan_selection: %s",
-                             plan ? kNotAPlan : "plan is NULL");
+                             plan ? not_a_plan(plan) : "plan is NULL");
   }
   if (!p->ready()) {
     return last_error().fail(MLATUNE_STATUS_BAD_PLAN,
@@ -89,14 +106,15 @@ MLATUNE_API mlatune_status mlatune_plan_selection(const mlatune_plan* plan,
 
 MLATUNE_API mlatune_status mlatune_run(const mlatune_db* db, const mlatune_plan* plan,
                                        const mlatune_decode_buffers* buffers, void* stream) {
-  if (!db) return invalid("mlatune_run: db is NULL");
+  const DbHandle* handle = DbHandle::of(db);
+  if (!handle) return bad_handle("mlatune_run", db);
   if (!buffers) return invalid("mlatune_run: buffers is NULL");
   const DecodePlan* p = DecodePlan::of(plan);
   if (!p) {
     return last_error().fail(MLATUNE_STATUS_BAD_PLAN, "mlatune_run: %s",
-                             plan ? kNotAPlan : "plan is NULL (plan the call first)");
+                             plan ? not_a_plan(plan) : "plan is NULL (plan the call first)");
   }
-  return p->run(*DbHandle::of(db), *buffers, stream, last_error());
+  return p->run(*handle, *buffers, stream, last_error());
 }
 
 }  // extern "C"

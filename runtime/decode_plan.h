@@ -16,6 +16,7 @@
 #include "mlatune/mlatune.h"
 #include "runtime/db_handle.h"
 #include "runtime/error_sink.h"
+#include "runtime/handle_quarantine.h"
 
 namespace mlatune {
 
@@ -23,11 +24,24 @@ class DecodePlan {
  public:
   // Sized for calls of up to `max_batch` sequences on `db` (throws std::bad_alloc).
   DecodePlan(const DbHandle& db, int32_t max_batch);
-  ~DecodePlan() { magic_ = 0; }  // a destroyed plan no longer passes as one
+  ~DecodePlan() { magic_ = 0; }
 
-  // The plan behind a C handle, or null when `p` is null or does not point to a plan.
+  // The plan behind a C handle, or null when `p` is null or does not point to a live plan.
   static DecodePlan* of(mlatune_plan* p);
   static const DecodePlan* of(const mlatune_plan* p) { return of(const_cast<mlatune_plan*>(p)); }
+  // Whether non-null `p`, which of() refused, is a plan already destroyed (else: not a plan).
+  static bool destroyed(const mlatune_plan* p) {
+    return reinterpret_cast<const DecodePlan*>(p)->magic_ == kDestroyedMagic;
+  }
+  // mlatune_plan_destroy: frees what the plan owns and retires its shell (HandleQuarantine), so
+  // that a recently destroyed plan is still recognised as one.
+  static void destroy(DecodePlan* p) {
+    p->magic_ = kDestroyedMagic;
+    p->ready_ = false;
+    std::vector<int32_t>().swap(p->kv_lens_);
+    std::vector<int32_t>().swap(p->words_);
+    HandleQuarantine::retire(p, [](void* shell) { delete static_cast<DecodePlan*>(shell); });
+  }
   mlatune_plan* c_handle() { return reinterpret_cast<mlatune_plan*>(this); }
 
   mlatune_status plan(const DbHandle& db, const mlatune_decode_problem& problem,
@@ -42,7 +56,8 @@ class DecodePlan {
   const mlatune_selection& selection() const { return selection_; }
 
  private:
-  static constexpr uint64_t kMagic = 0x4e414c5045544c4dULL;  // "MLTEPLAN"
+  static constexpr uint64_t kMagic = 0x4e414c5045544c4dULL;           // "MLTEPLAN"
+  static constexpr uint64_t kDestroyedMagic = 0x44414544504c544dULL;  // "MTLPDEAD"
   mlatune_status check_lengths(const int32_t* kv_lens, const ErrorSink& error) const noexcept;
   mlatune_status run_checked(const mlatune_decode_buffers& b, void* stream,
                              const ErrorSink& error) const;

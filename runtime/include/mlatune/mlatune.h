@@ -107,8 +107,11 @@ MLATUNE_API mlatune_status mlatune_open(const char* path, const mlatune_open_opt
                                         mlatune_db** out);
 
 /* Releases the caller's reference to a handle (from mlatune_open or mlatune_live_acquire); the
- * last one frees it. NULL is a no-op. */
-MLATUNE_API void mlatune_close(mlatune_db* db);
+ * last one frees it. NULL is a no-op (MLATUNE_STATUS_OK). Every function taking an mlatune_db*
+ * refuses with MLATUNE_STATUS_INVALID_ARGUMENT, naming which, a pointer to something else (a plan)
+ * or to a handle whose last reference was released within the last 256 closes in this process
+ * (a double close, a lookup after close); older closed handles are freed memory, as in C. */
+MLATUNE_API mlatune_status mlatune_close(mlatune_db* db);
 
 /* Takes another reference to an open handle, released with its own mlatune_close(). */
 MLATUNE_API mlatune_status mlatune_db_retain(mlatune_db* db);
@@ -187,8 +190,10 @@ typedef struct mlatune_plan mlatune_plan; /* opaque, owned by the caller, one th
 MLATUNE_API mlatune_status mlatune_plan_create(const mlatune_db* db, int32_t max_batch,
                                                mlatune_plan** out);
 
-/* Frees a plan object; NULL is a no-op. */
-MLATUNE_API void mlatune_plan_destroy(mlatune_plan* plan);
+/* Frees a plan object; NULL is a no-op (MLATUNE_STATUS_OK). Like a closed handle, a plan destroyed
+ * within the last 256 closes, or a pointer to something else, is refused by every plan function
+ * (MLATUNE_STATUS_INVALID_ARGUMENT; mlatune_run: MLATUNE_STATUS_BAD_PLAN) instead of being used. */
+MLATUNE_API mlatune_status mlatune_plan_destroy(mlatune_plan* plan);
 
 /* Plans one decode call: looks up the winner of problem->key (refusals as mlatune_lookup), checks
  * the problem (scales, pool, block-table stride) and `kv_lens` (host memory, [key.batch]: each
