@@ -4,7 +4,7 @@
 # shared libraries they need (gathered by the script BUNDLE_LIBS names, which is not part of this
 # repository and must be given). TESTS (default: every GPU test) names the test binaries to take.
 set -euo pipefail
-: "${BUNDLE_LIBS:?name the script that copies a build's Debian shared libraries into DIR/lib}"
+: "${BUNDLE_LIBS:?names the script that copies the Debian shared libraries of a build into DIR/lib}"
 cd "$(dirname "$0")/../.."
 build=${BUILD:-build-nvidia}
 bundle=${BUNDLE:-dev-bundle}
