@@ -6,25 +6,14 @@
 #include <string>
 
 #include "mla_decode/registry.h"
+#include "tuner/base_config.h"
 #include "tuner/config.h"
 #include "tuner/tune.h"
 
 namespace mlatune {
 namespace {
 
-// Eleven lines; the lines tests append are 12 and on.
-constexpr const char* kBase = R"(backend: host
-spaces:
-  - heads: [16]
-    qlen: [1, 2]
-    dtypes: [bf16/bf16]
-    page_size: [16]
-    lse: [false]
-    batch_edges: [4]
-    kv_len_edges: [256]
-tolerances:
-  bf16/bf16: {atol: 1.0e-3, rtol: 1.0e-2, min_cosine: 0.9999, lse_atol: 1.0e-4}
-)";
+constexpr const char* kBase = testing::kBaseConfig;
 
 std::string candidate_error(const std::string& tail, const Registry& registry) {
   const TuneConfig config = parse_config(std::string(kBase) + tail, "t.yaml");

@@ -15,24 +15,12 @@
 #include <thread>
 
 #include "common/sha256.h"
+#include "tuner/base_config.h"
 
 namespace mlatune {
 namespace {
 
-// A minimal valid config. Error tests edit one spot of it, so line:column expectations below are
-// relative to this exact text (columns are 1-based).
-constexpr const char* kBase = R"(backend: host
-spaces:
-  - heads: [16]
-    qlen: [1, 2]
-    dtypes: [bf16/bf16]
-    page_size: [16]
-    lse: [false]
-    batch_edges: [4]
-    kv_len_edges: [256]
-tolerances:
-  bf16/bf16: {atol: 1.0e-3, rtol: 1.0e-2, min_cosine: 0.9999, lse_atol: 1.0e-4}
-)";
+constexpr const char* kBase = testing::kBaseConfig;
 
 constexpr const char* kToleranceLines =
     "tolerances:\n  bf16/bf16: {atol: 1.0e-3, rtol: 1.0e-2, min_cosine: 0.9999, lse_atol: "

@@ -1,6 +1,8 @@
 // mlatune explain --db FILE <shape>: every candidate tried for the bucket of a shape, and why it
 // won or lost.
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "db/tuning_db.h"
 #include "tuner/cli/guard.h"
@@ -40,13 +42,12 @@ void add_explain_command(CLI::App& app, int& exit_code) {
       // Whether this build can run the winner, and if not why (lookup refuses it as stale).
       Staleness winner_staleness = Staleness::kCurrent;
       if (w) {
-        const Registry registry = builtin_registry();
-        winner_staleness = Staleness::kNotInBuild;
-        for (const VariantRecord& v : db->variants()) {
-          if (v.name == w->variant) {
-            winner_staleness = staleness_of(registry, v.name, v.code_identity);
-          }
-        }
+        const std::vector<VariantRecord> variants = db->variants();
+        const auto v = std::find_if(variants.begin(), variants.end(),
+                                    [&](const VariantRecord& r) { return r.name == w->variant; });
+        winner_staleness = v == variants.end()
+                               ? Staleness::kNotInBuild
+                               : staleness_of(builtin_registry(), v->name, v->code_identity);
       }
       for (const TrialRecord& t : db->trials(found->id)) {
         bool is_winner = w && t.variant == w->variant && t.params == w->params;
